@@ -1,0 +1,28 @@
+"""streamtopic: out-of-core anchor-word topic models on Dask and zarr.
+
+The pipeline, one module per stage: :mod:`~streamtopic.corpus` (readers),
+:mod:`~streamtopic.vocabulary`, :mod:`~streamtopic.cooccurrence` (ingest),
+:mod:`~streamtopic.store` (the zarr store), :mod:`~streamtopic.cluster`, :mod:`~streamtopic.cli`.
+"""
+
+from .cooccurrence import IngestReport, ingest
+from .corpus import Corpus, CorpusError, DocChunk, convert, read_corpus
+from .store import CooccurrenceStore, StoreError
+from .vocabulary import ENGLISH_STOP_WORDS, Tokenizer, Vocabulary
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CooccurrenceStore",
+    "Corpus",
+    "CorpusError",
+    "DocChunk",
+    "ENGLISH_STOP_WORDS",
+    "IngestReport",
+    "StoreError",
+    "Tokenizer",
+    "Vocabulary",
+    "convert",
+    "ingest",
+    "read_corpus",
+]

@@ -1,0 +1,208 @@
+"""The ``streamtopic`` command line."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from .cluster import scheduler as scheduler_context
+from .corpus import FORMATS, CorpusError, bundled_corpus
+from .store import StoreError
+
+__all__ = ["main"]
+
+
+def _scheduler_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option(
+        "--scheduler", "scheduler_address", metavar="ADDRESS", default=None,
+        help="Address of a running Dask scheduler (else $STREAMTOPIC_SCHEDULER, else local).",
+    )(f)
+    f = click.option(
+        "--scheduler-file", type=click.Path(dir_okay=False), default=None,
+        help="Scheduler file written by 'dask scheduler --scheduler-file'.",
+    )(f)
+    f = click.option(
+        "--workers", "n_workers", type=click.IntRange(min=1), default=None,
+        help="Worker processes of the local cluster (default: one per core).",
+    )(f)
+    f = click.option(
+        "--local", "local_mode", type=click.Choice(["cluster", "threads", "sync"]),
+        default="cluster", show_default=True,
+        help="What runs when no scheduler is named.",
+    )(f)
+    f = click.option("--quiet", "-q", is_flag=True, help="No progress bars or dashboard link.")(f)
+    return f
+
+
+def _errors(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn the library's errors into clear one-line messages and exit status 1."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return f(*args, **kwargs)
+        except (CorpusError, StoreError, ValueError, FileNotFoundError, ConnectionError) as exc:
+            raise click.ClickException(str(exc)) from None
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="streamtopic")
+@click.option("-v", "--verbose", is_flag=True, help="Log each stage's time and task count.")
+def main(verbose: bool) -> None:
+    """Out-of-core anchor-word topic models on Dask and zarr."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(message)s",
+    )
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--store", "-s", "store_path", required=True, type=click.Path(), help="Store directory.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
+@click.option("--vocab", type=click.Path(dir_okay=False), default=None,
+              help="Fixed vocabulary file (one term per line); also the UCI vocabulary if none "
+                   "lies beside the docword file.")
+@click.option("--min-df", type=click.IntRange(min=1), default=None,
+              help="Keep terms in at least N documents (new store; default 5).")
+@click.option("--max-df", type=float, default=None,
+              help="Keep terms in at most this fraction of documents (new store; default 0.5).")
+@click.option("--keep-n", type=click.IntRange(min=1), default=None,
+              help="Keep the N terms of highest document frequency (new store; default 100000).")
+@click.option("--stop-words", default=None,
+              help="'english' (scikit-learn's list), 'none', or a file with one word per line.")
+@click.option("--text-field", default="text", show_default=True, help="JSON Lines text field.")
+@click.option("--skip-existing", is_flag=True, help="Skip inputs already in the store.")
+@click.option("--blocksize", type=click.IntRange(min=1), default=None,
+              help="Bytes of input per partition (default: up to 16 MiB).")
+@click.option("--chunk-size", type=click.IntRange(min=1), default=None,
+              help="Rows/columns per zarr block of Q (new store; default min(V, 2048)).")
+@_scheduler_options
+@_errors
+def ingest(
+    inputs: tuple[str, ...], store_path: str, fmt: str, vocab: str | None, min_df: int | None,
+    max_df: float | None, keep_n: int | None, stop_words: str | None, text_field: str,
+    skip_existing: bool, blocksize: int | None, chunk_size: int | None,
+    scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
+    local_mode: str, quiet: bool,
+) -> None:
+    """Add INPUTS to the co-occurrence store (created if missing).
+
+    INPUTS are files, globs or directories: UCI docword files, plain text (one document per
+    line), directory trees or tar archives (one document per file), JSON Lines or HDF5.
+    """
+    from .cooccurrence import ingest as do_ingest
+
+    with scheduler_context(
+        scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode, quiet=quiet
+    ):
+        report = do_ingest(
+            list(inputs), store_path, format=fmt, vocab=vocab, min_df=min_df, max_df=max_df,
+            keep_n=keep_n if keep_n is not None else "default", stop_words=stop_words,
+            text_field=text_field, skip_existing=skip_existing, blocksize=blocksize,
+            chunk_size=chunk_size, progress=not quiet,
+        )
+    click.echo(report.summary())
+
+
+@main.command()
+@click.argument("store_path", type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_errors
+def info(store_path: str, as_json: bool) -> None:
+    """Describe a co-occurrence store: V, documents, tokens, density, size, sources."""
+    from .store import CooccurrenceStore
+
+    summary = CooccurrenceStore.open(store_path).info()
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    rows = [
+        ("store", summary["path"]),
+        ("version", summary["version"]),
+        ("vocabulary (V)", f"{summary['V']:,}"),
+        ("documents", f"{summary['n_docs']:,}"),
+        ("tokens", f"{summary['n_tokens']:,}"),
+        ("skipped documents", f"{summary['n_skipped_docs']:,}"),
+        ("out-of-vocabulary tokens", f"{summary['n_oov_tokens']:,}"),
+        ("replaced bytes", f"{summary['n_replaced_bytes']:,}"),
+        ("nonzeros of Q", f"{summary['nnz']:,}"),
+        ("density", f"{summary['density']:.4f}"),
+        ("blocks stored", f"{summary['blocks_stored']} of {summary['blocks_total']} "
+                          f"({summary['chunk_size']}×{summary['chunk_size']})"),
+        ("size on disk", _human(summary["bytes_on_disk"])),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        click.echo(f"{k:<{width}}  {v}")
+    click.echo("sources:")
+    for s in summary["sources"]:
+        click.echo(
+            f"  v{s['version']}  {s['path']}  [{s['format']}]  {s['n_docs']:,} docs, "
+            f"{s['n_tokens']:,} tokens, sha256 {s['sha256'][:12]}"
+        )
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return str(n)  # pragma: no cover
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False),
+              help="HDF5 file to write.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
+@click.option("--vocab", type=click.Path(dir_okay=False), default=None, help="UCI vocabulary.")
+@click.option("--stop-words", default=None, help="'english', 'none', or a file.")
+@click.option("--text-field", default="text", show_default=True)
+@_scheduler_options
+@_errors
+def convert(
+    inputs: tuple[str, ...], output: str, fmt: str, vocab: str | None, stop_words: str | None,
+    text_field: str, scheduler_address: str | None, scheduler_file: str | None,
+    n_workers: int | None, local_mode: str, quiet: bool,
+) -> None:
+    """Write any readable corpus into streamtopic's HDF5 CSR form (streaming)."""
+    import os
+
+    from .corpus import convert as do_convert
+    from .corpus import read_corpus
+    from .vocabulary import Tokenizer
+
+    if os.path.exists(output):
+        raise click.ClickException(f"{output}: already exists")
+    corpus = read_corpus(
+        list(inputs), format=fmt, vocab=vocab, text_field=text_field,
+        tokenizer=Tokenizer(stop_words=stop_words),
+    )
+    with scheduler_context(
+        scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode, quiet=quiet
+    ):
+        out = do_convert(corpus, output, progress=not quiet)
+    click.echo(
+        f"{output}: {out['n_docs']:,} documents, {out['n_tokens']:,} tokens, "
+        f"V = {out['vocab_size']:,}"
+    )
+
+
+@main.command("demo-path")
+def demo_path() -> None:
+    """Print the path of the bundled demo corpus (UCI KOS)."""
+    click.echo(bundled_corpus())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
+    sys.exit(0)

@@ -1,0 +1,192 @@
+"""Where the work runs: the local default or a distributed Dask cluster.
+
+One switch selects the scheduler for every command: ``--scheduler ADDRESS``,
+``--scheduler-file FILE`` or the environment variable ``STREAMTOPIC_SCHEDULER`` (an address, or a
+path to a scheduler file). With none of them the command line starts a local cluster of worker
+processes (one single-threaded worker per core, BLAS pinned to one thread, dashboard on).
+
+The Python API follows Dask's conventions instead: it uses the active ``distributed.Client`` if
+there is one, else the scheduler set with ``dask.config.set(scheduler=...)``, else threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = [
+    "SCHEDULER_ENV",
+    "current_client",
+    "n_workers",
+    "scheduler",
+    "compute",
+]
+
+SCHEDULER_ENV = "STREAMTOPIC_SCHEDULER"
+log = logging.getLogger("streamtopic")
+
+
+def current_client() -> Any | None:
+    """The active ``distributed.Client``, or None."""
+    try:
+        from distributed import default_client
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
+def n_workers() -> int:
+    """Parallel slots of the active scheduler (worker threads, or local cores)."""
+    client = current_client()
+    if client is not None:
+        info = client.scheduler_info(n_workers=-1) if _takes_n_workers(client) else client.scheduler_info()
+        total = sum(w.get("nthreads", 1) for w in info.get("workers", {}).values())
+        return max(1, total)
+    return max(1, os.cpu_count() or 1)
+
+
+def _takes_n_workers(client: Any) -> bool:
+    import inspect
+
+    try:
+        return "n_workers" in inspect.signature(client.scheduler_info).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        return False
+
+
+def _dashboard_address() -> str:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", 8787))
+            return "127.0.0.1:8787"
+        except OSError:
+            return "127.0.0.1:0"
+
+
+@contextmanager
+def scheduler(
+    address: str | None = None,
+    scheduler_file: str | None = None,
+    *,
+    n_workers: int | None = None,
+    local: str = "cluster",
+    quiet: bool = False,
+) -> Iterator[Any | None]:
+    """Connect to, or start, the scheduler for one command.
+
+    Parameters
+    ----------
+    address : str, optional
+        Address of a running ``dask scheduler`` (``tcp://host:8786``).
+    scheduler_file : str, optional
+        A scheduler file written by ``dask scheduler --scheduler-file``.
+    n_workers : int, optional
+        Worker processes of the local cluster (default: the number of cores).
+    local : {'cluster', 'threads', 'sync'}
+        What runs when no scheduler is named: a local cluster of processes, or Dask's
+        threaded or synchronous scheduler in this process.
+    quiet : bool
+        Do not print the dashboard link.
+
+    Yields
+    ------
+    distributed.Client or None
+        The client (None for the in-process schedulers).
+    """
+    env = os.environ.get(SCHEDULER_ENV)
+    if address is None and scheduler_file is None and env:
+        if os.path.isfile(env):
+            scheduler_file = env
+        else:
+            address = env
+    if address is not None or scheduler_file is not None:
+        from distributed import Client
+
+        if scheduler_file is not None and not os.path.isfile(scheduler_file):
+            raise FileNotFoundError(f"{scheduler_file}: scheduler file not found")
+        try:
+            client = Client(address, scheduler_file=scheduler_file, timeout="20s")
+        except OSError as exc:
+            target = address or scheduler_file
+            raise ConnectionError(f"cannot reach the Dask scheduler at {target}: {exc}") from exc
+        with client:
+            _announce(client, quiet)
+            yield client
+        return
+    if local in ("threads", "sync"):
+        import dask
+
+        with dask.config.set(scheduler="threads" if local == "threads" else "sync"):
+            yield None
+        return
+    if local != "cluster":
+        raise ValueError(f"local={local!r}: expected 'cluster', 'threads' or 'sync'")
+    from distributed import Client, LocalCluster
+
+    n = n_workers or max(1, os.cpu_count() or 1)
+    cluster = LocalCluster(
+        n_workers=n,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=_dashboard_address(),
+        silence_logs=logging.ERROR,
+    )
+    with cluster, Client(cluster) as client:
+        _announce(client, quiet)
+        yield client
+
+
+def _announce(client: Any, quiet: bool) -> None:
+    if quiet:
+        return
+    link = getattr(client, "dashboard_link", None)
+    if link:
+        print(f"Dask dashboard: {link}", file=sys.stderr, flush=True)
+
+
+def compute(
+    *collections: Any, progress: bool = True, label: str = "", optimize_graph: bool = True
+) -> tuple[Any, ...]:
+    """``dask.compute`` with Dask's own progress bar on any scheduler.
+
+    On a distributed client this submits the collections, shows ``distributed.progress`` and
+    gathers; otherwise it uses ``dask.diagnostics.ProgressBar``. Logs the stage's wall time and
+    task count.
+    """
+    import dask
+
+    t0 = time.perf_counter()
+    client = current_client()
+    n_tasks = sum(len(c.__dask_graph__()) for c in collections if hasattr(c, "__dask_graph__"))
+    show = progress and label is not None
+    if show and label:
+        print(f"{label}:", file=sys.stderr, flush=True)
+    if client is not None:
+        futures = client.compute(list(collections), optimize_graph=optimize_graph)
+        if show:
+            from distributed import progress as dprogress
+
+            dprogress(futures, notebook=False)
+            print(file=sys.stderr, flush=True)
+        results = tuple(client.gather(futures))
+    elif show:
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar(out=sys.stderr):
+            results = dask.compute(*collections, optimize_graph=optimize_graph)
+    else:
+        results = dask.compute(*collections, optimize_graph=optimize_graph)
+    log.info("%s: %.2f s, %d tasks", label or "compute", time.perf_counter() - t0, n_tasks)
+    return results
+
+

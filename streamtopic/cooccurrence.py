@@ -1,0 +1,745 @@
+"""Streaming ingestion: the unbiased co-occurrence estimator, accumulated into the store.
+
+For a document with word counts h (V,) and length n >= 2,
+
+    Q_d = (h hᵀ − diag h) / (n (n − 1)),
+
+whose expectation under the topic model is A R Aᵀ. Documents with n < 2 carry no pair and are
+skipped (and counted). The store keeps Σ_d Q_d; ``store.Q`` divides by the number of documents.
+
+The pipeline, all in Dask:
+
+1. each corpus partition yields a sparse partial sum (``H_pᵀ W H_p`` with the diagonal
+   corrected), cut into *groups* of whole zarr blocks;
+2. per group, a tree reduction sums the partitions' pieces;
+3. per group, exactly one task adds the sum to the head's blocks and writes the new version's
+   blocks (no two tasks ever write one chunk);
+4. the client commits the version: one atomic switch of the store's head.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .corpus import Corpus, CorpusError, DocChunk, _uci_header, read_corpus
+from .store import CooccurrenceStore, StoreError, read_q_block
+from .vocabulary import Tokenizer, TermStats, Vocabulary, read_vocab_file, validate_pruning
+
+__all__ = ["IngestReport", "ingest", "document_cooccurrence", "GROUP_BYTES", "SPLIT_EVERY"]
+
+GROUP_BYTES = 128 * 2**20  # dense bytes of Q one reduction group covers at most
+SPLIT_EVERY = 8  # fan-in of the reduction trees
+DENSE_FRACTION = 0.25  # a partial piece denser than this is summed as a dense array
+
+DEFAULT_MIN_DF = 5
+DEFAULT_MAX_DF = 0.5
+DEFAULT_KEEP_N = 100_000
+
+
+def document_cooccurrence(H: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Σ_d Q_d over the rows of a document-term count matrix.
+
+    Parameters
+    ----------
+    H : scipy.sparse matrix of shape (D, V)
+        Word counts; rows with fewer than 2 tokens are ignored.
+
+    Returns
+    -------
+    S : scipy.sparse.csr_matrix of shape (V, V)
+        Σ_d (h_d h_dᵀ − diag h_d) / (n_d (n_d − 1)).
+    used : ndarray of bool, shape (D,)
+        Which rows contributed.
+    """
+    H = sp.csr_matrix(H, dtype=np.float64)
+    n = np.asarray(H.sum(axis=1)).ravel()
+    used = n >= 2
+    Hu = H[used]
+    nu = n[used]
+    w = 1.0 / (nu * (nu - 1.0))
+    per_entry = np.repeat(w, np.diff(Hu.indptr))
+    Hw = Hu.copy()
+    Hw.data = Hu.data * per_entry
+    S = (Hu.T.tocsr() @ Hw).tocsr()
+    # diagonal: Σ_d (h_i² − h_i) w_d, computed term by term (exact zeros stay zero)
+    Hd = Hu.copy()
+    Hd.data = (Hu.data * Hu.data - Hu.data) * per_entry
+    diag = np.asarray(Hd.sum(axis=0)).ravel()
+    S.setdiag(diag)
+    S.eliminate_zeros()
+    return S, used
+
+
+# ----------------------------------------------------------------------------- grid of groups
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """Reduction groups: a row stripe of blocks by a run of block columns."""
+
+    V: int
+    c: int
+    group_cols: int
+
+    @property
+    def nb(self) -> int:
+        return -(-self.V // self.c)
+
+    @property
+    def n_col_groups(self) -> int:
+        return -(-self.nb // self.group_cols)
+
+    @property
+    def groups(self) -> list[tuple[int, int]]:
+        return [(i, g) for i in range(self.nb) for g in range(self.n_col_groups)]
+
+    def rows(self, i: int) -> tuple[int, int]:
+        return i * self.c, min(self.V, (i + 1) * self.c)
+
+    def cols(self, g: int) -> tuple[int, int]:
+        return g * self.group_cols * self.c, min(self.V, (g + 1) * self.group_cols * self.c)
+
+    def blocks(self, g: int) -> range:
+        return range(g * self.group_cols, min(self.nb, (g + 1) * self.group_cols))
+
+
+def _make_grid(V: int, c: int) -> _Grid:
+    return _Grid(V, c, max(1, GROUP_BYTES // (c * c * 8)))
+
+
+# ----------------------------------------------------------------------------- partition tasks
+
+
+@dataclass
+class _Stats:
+    """Counts added by a set of partitions (summable)."""
+
+    V: int
+    n_docs: int = 0
+    n_skipped: int = 0
+    n_tokens: int = 0
+    n_oov: int = 0
+    n_replaced: int = 0
+    word_counts: np.ndarray | None = None
+    doc_freq: np.ndarray | None = None
+    per_source: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.word_counts is None:
+            self.word_counts = np.zeros(self.V, np.int64)
+        if self.doc_freq is None:
+            self.doc_freq = np.zeros(self.V, np.int64)
+
+    def add(self, other: _Stats) -> _Stats:
+        self.n_docs += other.n_docs
+        self.n_skipped += other.n_skipped
+        self.n_tokens += other.n_tokens
+        self.n_oov += other.n_oov
+        self.n_replaced += other.n_replaced
+        self.word_counts += other.word_counts
+        self.doc_freq += other.doc_freq
+        for src, d in other.per_source.items():
+            mine = self.per_source.setdefault(src, {})
+            for k, v in d.items():
+                mine[k] = max(mine.get(k, 0), v) if k == "max_doc" else mine.get(k, 0) + v
+        return self
+
+
+_INDEX_CACHE: dict[int, tuple[Sequence[str], dict[str, int]]] = {}
+
+
+def _term_index(vocab: Sequence[str]) -> dict[str, int]:
+    key = id(vocab)
+    hit = _INDEX_CACHE.get(key)
+    if hit is not None and hit[0] is vocab:
+        return hit[1]
+    index = {t: i for i, t in enumerate(vocab)}
+    _INDEX_CACHE.clear()
+    _INDEX_CACHE[key] = (vocab, index)
+    return index
+
+
+def _to_global(chunk: DocChunk, index: dict[str, int], V: int) -> tuple[sp.csr_matrix, int]:
+    """The chunk's counts with global term ids as columns; returns (H, OOV tokens)."""
+    gids = np.fromiter((index.get(t, -1) for t in chunk.terms), np.int64, len(chunk.terms))
+    c = chunk.counts
+    col = gids[c.indices]
+    keep = col >= 0
+    oov = int(c.data[~keep].sum())
+    if keep.all():
+        H = sp.csr_matrix((c.data, col, c.indptr), shape=(c.shape[0], V))
+    else:
+        row = np.repeat(np.arange(c.shape[0]), np.diff(c.indptr))
+        per_row = np.bincount(row[keep], minlength=c.shape[0])
+        indptr = np.r_[0, np.cumsum(per_row)]
+        H = sp.csr_matrix((c.data[keep], col[keep], indptr), shape=(c.shape[0], V))
+    return H, oov
+
+
+def _cut(S: sp.csr_matrix, grid: _Grid) -> list[Any]:
+    """Cut a V×V partial sum into the grid's groups (None for an empty piece)."""
+    pieces: list[Any] = []
+    for i, g in grid.groups:
+        r0, r1 = grid.rows(i)
+        c0, c1 = grid.cols(g)
+        piece = S[r0:r1, c0:c1]
+        if piece.nnz == 0:
+            pieces.append(None)
+        elif piece.nnz > DENSE_FRACTION * (r1 - r0) * (c1 - c0):
+            pieces.append(piece.toarray())
+        else:
+            pieces.append(piece.tocsr())
+    return pieces
+
+
+def _partition_partial(
+    chunks: Sequence[DocChunk], vocab: Sequence[str], grid: _Grid
+) -> list[tuple[list[Any], _Stats]]:
+    """One partition's contribution: its Q pieces per group, and its counts."""
+    V = len(vocab)
+    index = _term_index(vocab)
+    stats = _Stats(V)
+    blocks: list[sp.csr_matrix] = []
+    for ch in chunks:
+        H, oov = _to_global(ch, index, V)
+        n = np.asarray(H.sum(axis=1)).ravel()
+        used = n >= 2
+        src = stats.per_source.setdefault(ch.source, {})
+        src["docs"] = src.get("docs", 0) + int(used.sum())
+        src["skipped"] = src.get("skipped", 0) + int((~used).sum())
+        src["tokens"] = src.get("tokens", 0) + int(n[used].sum())
+        src["oov"] = src.get("oov", 0) + oov
+        src["rows"] = src.get("rows", 0) + ch.n_docs
+        if ch.vocab_key is not None and ch.vocab_key.startswith("uci:"):
+            src["entries"] = src.get("entries", 0) + int(ch.counts.nnz)
+            src["max_doc"] = max(src.get("max_doc", 0), ch.first_doc + ch.n_docs)
+        stats.n_docs += int(used.sum())
+        stats.n_skipped += int((~used).sum())
+        stats.n_tokens += int(n[used].sum())
+        stats.n_oov += oov
+        stats.n_replaced += ch.n_replaced
+        Hu = H[used]
+        assert stats.word_counts is not None and stats.doc_freq is not None
+        stats.word_counts += np.asarray(Hu.sum(axis=0)).ravel().astype(np.int64)
+        stats.doc_freq += np.bincount(Hu.indices, minlength=V).astype(np.int64)
+        if Hu.shape[0]:
+            blocks.append(Hu)
+    if not blocks:
+        return [([None] * len(grid.groups), stats)]
+    S, _ = document_cooccurrence(sp.vstack(blocks, format="csr"))
+    return [(_cut(S, grid), stats)]
+
+
+def _add_piece(acc: Any, piece: Any) -> Any:
+    """Add ``piece`` into the accumulator ``acc``.
+
+    ``acc`` belongs to the running task and may be changed in place; ``piece`` is another
+    task's result and is never modified (so a retried task cannot count anything twice).
+    Pieces are canonical (no duplicate entries), so a fancy-indexed ``+=`` is exact.
+    """
+    if piece is None:
+        return acc
+    if acc is None:
+        return piece.copy() if isinstance(piece, np.ndarray) else piece
+    if isinstance(acc, np.ndarray):
+        if isinstance(piece, np.ndarray):
+            acc += piece
+        else:
+            coo = piece.tocoo()
+            acc[coo.row, coo.col] += coo.data
+        return acc
+    if isinstance(piece, np.ndarray):
+        out = piece.copy()
+        coo = acc.tocoo()
+        out[coo.row, coo.col] += coo.data
+        return out
+    total = (acc + piece).tocsr()
+    if total.nnz > DENSE_FRACTION * total.shape[0] * total.shape[1]:
+        return total.toarray()
+    return total
+
+
+def _sum_group_leaf(g: int, *partitions: list[tuple[list[Any], _Stats]]) -> Any:
+    acc = None
+    for p in partitions:
+        acc = _add_piece(acc, p[0][0][g])
+    return acc
+
+
+def _sum_pieces(*pieces: Any) -> Any:
+    acc = None
+    for p in pieces:
+        acc = _add_piece(acc, p)
+    return acc
+
+
+def _sum_stats_leaf(*partitions: list[tuple[list[Any], _Stats]]) -> _Stats:
+    acc: _Stats | None = None
+    for p in partitions:
+        s = p[0][1]
+        acc = _Stats(s.V).add(s) if acc is None else acc.add(s)
+    assert acc is not None
+    return acc
+
+
+def _sum_stats(*stats: _Stats) -> _Stats:
+    acc = _Stats(stats[0].V)
+    for s in stats:
+        acc.add(s)
+    return acc
+
+
+def _write_group(
+    piece: Any, root: str, old_versions: np.ndarray, new_version: int, grid: _Grid, i: int, g: int
+) -> list[tuple[int, int, int]]:
+    """Add a group's summed piece to the head's blocks and write them into the new version.
+
+    The only writer of these blocks in this round. Returns (i, j, nnz) for each block written.
+    """
+    import zarr
+
+    if piece is None:
+        return []
+    arr = zarr.open_array(store=root, path=f"versions/v{new_version:06d}/Q", mode="r+")
+    r0, r1 = grid.rows(i)
+    c0, _ = grid.cols(g)
+    out = []
+    for k, j in enumerate(grid.blocks(g)):
+        b0, b1 = j * grid.c, min(grid.V, (j + 1) * grid.c)
+        part = piece[:, b0 - c0 : b1 - c0]
+        if not isinstance(part, np.ndarray):
+            if part.nnz == 0:
+                continue
+            part = part.toarray()
+        elif not part.any():
+            continue
+        block = read_q_block(root, int(old_versions[k]), slice(r0, r1), slice(b0, b1))
+        block += part
+        arr[r0:r1, b0:b1] = block
+        out.append((i, j, int(np.count_nonzero(block))))
+    return out
+
+
+def _tree(leaf: Any, combine: Any, items: Sequence[Any], *leading: Any) -> Any:
+    """A reduction tree of delayed calls with fan-in ``SPLIT_EVERY``."""
+    from dask import delayed
+
+    level = [
+        delayed(leaf, pure=True)(*leading, *items[k : k + SPLIT_EVERY])
+        for k in range(0, len(items), SPLIT_EVERY)
+    ]
+    while len(level) > 1:
+        level = [
+            delayed(combine, pure=True)(*level[k : k + SPLIT_EVERY])
+            for k in range(0, len(level), SPLIT_EVERY)
+        ]
+    return level[0]
+
+
+# ----------------------------------------------------------------------------- vocabulary pass
+
+
+def _partition_term_stats(chunks: Sequence[DocChunk]) -> list[TermStats]:
+    total = TermStats()
+    for ch in chunks:
+        total.merge(ch.term_stats())
+    return [total]
+
+
+def _vocabulary_pass(corpus: Corpus, progress: bool) -> TermStats:
+    from .cluster import compute
+
+    bag = corpus.to_bag().map_partitions(_partition_term_stats)
+    item = bag.reduction(TermStats.sum, TermStats.sum, split_every=SPLIT_EVERY)
+    (stats,) = compute(item, progress=progress, label="vocabulary pass")
+    return stats
+
+
+def _hash_sources(corpus: Corpus, progress: bool) -> list[str]:
+    from dask import delayed
+
+    from .cluster import compute
+
+    tasks = [delayed(_source_hash, pure=False)(s) for s in corpus.sources]
+    (hashes,) = compute(tasks, progress=False, label="hashing inputs")
+    return list(hashes)
+
+
+def _source_hash(src: Any) -> str:
+    return src.content_hash()
+
+
+# ----------------------------------------------------------------------------- ingest
+
+
+@dataclass
+class IngestReport:
+    """What one ingest did.
+
+    Attributes
+    ----------
+    store : str
+        Store path.
+    version : int
+        Head version after the ingest (unchanged if nothing was ingested).
+    n_docs, n_tokens : int
+        Documents and tokens added (documents with >= 2 tokens in the vocabulary).
+    n_skipped_docs : int
+        Documents with fewer than 2 in-vocabulary tokens (including empty ones).
+    n_oov_tokens : int
+        Tokens not in the store's vocabulary (pruned or out of a frozen vocabulary).
+    n_replaced_bytes : int
+        Undecodable bytes replaced while decoding text.
+    vocab_size : int
+    sources : list of dict
+        Manifest entries added.
+    skipped_inputs : list of str
+        Inputs already in the manifest, skipped with ``skip_existing``.
+    seconds : float
+    """
+
+    store: str
+    version: int
+    n_docs: int = 0
+    n_tokens: int = 0
+    n_skipped_docs: int = 0
+    n_oov_tokens: int = 0
+    n_replaced_bytes: int = 0
+    vocab_size: int = 0
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    skipped_inputs: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        lines = [
+            f"store {self.store} at version {self.version}: "
+            f"+{self.n_docs:,} documents, +{self.n_tokens:,} tokens (V = {self.vocab_size:,})",
+        ]
+        if self.n_skipped_docs:
+            lines.append(f"  {self.n_skipped_docs:,} documents skipped (fewer than 2 tokens)")
+        if self.n_oov_tokens:
+            lines.append(f"  {self.n_oov_tokens:,} tokens out of the vocabulary (not counted)")
+        if self.n_replaced_bytes:
+            lines.append(f"  {self.n_replaced_bytes:,} undecodable bytes replaced")
+        for s in self.skipped_inputs:
+            lines.append(f"  skipped {s}: already in the store")
+        lines.append(f"  {self.seconds:.2f} s")
+        return "\n".join(lines)
+
+
+class DuplicateInputError(StoreError):
+    """An input that the store's manifest already holds."""
+
+
+def ingest(
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Corpus,
+    store: str | os.PathLike[str],
+    *,
+    format: str = "auto",
+    vocab: str | None = None,
+    min_df: int | None = None,
+    max_df: float | None = None,
+    keep_n: int | None | str = "default",
+    stop_words: str | Sequence[str] | None = None,
+    tokenizer: Tokenizer | None = None,
+    text_field: str = "text",
+    skip_existing: bool = False,
+    blocksize: int | None = None,
+    chunk_size: int | None = None,
+    progress: bool = True,
+) -> IngestReport:
+    """Add a corpus to a co-occurrence store, creating the store if needed.
+
+    A new store gets its vocabulary from a streaming pass over the corpus, pruned with gensim's
+    semantics (``min_df`` documents, ``max_df`` fraction, ``keep_n`` most frequent), or the
+    fixed vocabulary of ``vocab``. An existing store keeps its vocabulary; tokens outside it
+    are counted as out of vocabulary.
+
+    The new data is committed atomically: if anything fails, or the process dies, the store is
+    left exactly as it was.
+
+    Parameters
+    ----------
+    inputs : paths, globs, directories, or a :class:`~streamtopic.corpus.Corpus`
+    store : path
+        The store directory.
+    format, vocab, text_field, blocksize
+        See :func:`streamtopic.corpus.read_corpus`. For a new store, ``vocab`` also fixes the
+        store's vocabulary (no pruning).
+    min_df, max_df, keep_n
+        Pruning of a new store's vocabulary (defaults 5, 0.5, 100000, as gensim's
+        ``filter_extremes``; ``keep_n=None`` keeps all).
+    stop_words, tokenizer
+        Tokenisation of text inputs (a new store records it; an existing store's is reused).
+    skip_existing : bool
+        Skip inputs already in the manifest instead of refusing them.
+    chunk_size : int, optional
+        Block size of Q for a new store.
+    progress : bool
+        Show progress bars.
+
+    Returns
+    -------
+    IngestReport
+
+    Raises
+    ------
+    CorpusError
+        Malformed input (names file and line or byte offset).
+    DuplicateInputError
+        An input already ingested (same path and content hash), without ``skip_existing``.
+    StoreError
+        ``store`` exists but is not a store, or another ingest holds it.
+    """
+    t0 = time.perf_counter()
+    store_path = os.path.abspath(os.fspath(store))
+    existing: CooccurrenceStore | None = None
+    if os.path.exists(store_path):
+        existing = CooccurrenceStore.open(store_path)  # raises StoreError if not a store
+    _check_pruning_args(existing, min_df, max_df, keep_n, vocab)
+
+    if existing is not None:
+        cfg = existing.config.get("tokenizer")
+        if tokenizer is None and stop_words is None and cfg:
+            tokenizer = Tokenizer.from_config(cfg)
+    if tokenizer is None:
+        tokenizer = Tokenizer(stop_words=stop_words if stop_words is not None else None)
+    elif stop_words is not None:
+        raise ValueError("pass stop_words inside the tokenizer, not both")
+    if isinstance(inputs, Corpus):
+        corpus = inputs
+    else:
+        corpus = read_corpus(
+            inputs, format=format, vocab=vocab, text_field=text_field,
+            tokenizer=tokenizer, blocksize=blocksize,
+        )
+
+    # --- which inputs are new
+    hashes = _hash_sources(corpus, progress)
+    known = {(s["path"], s["sha256"]) for s in (existing.sources if existing else [])}
+    keep_sources, skipped = [], []
+    for src, h in zip(corpus.sources, hashes):
+        if (src.path, h) in known:
+            if not skip_existing:
+                raise DuplicateInputError(
+                    f"{src.path}: already ingested into {store_path} (same path and content "
+                    "hash); pass --skip-existing to skip it"
+                )
+            skipped.append(src.path)
+        else:
+            keep_sources.append((src, h))
+    if not keep_sources:
+        version = existing.version if existing else 0
+        return IngestReport(
+            store_path, version, vocab_size=existing.V if existing else 0,
+            skipped_inputs=skipped, seconds=time.perf_counter() - t0,
+        )
+    if skipped:
+        kept = {s.path for s, _ in keep_sources}
+        corpus = Corpus(
+            [s for s, _ in keep_sources], [p for p in corpus.parts if p.source.path in kept],
+            corpus.tokenizer,
+        )
+    if not corpus.parts:
+        raise CorpusError(", ".join(s.path for s in corpus.sources), "the corpus is empty")
+
+    # --- the vocabulary
+    tmp_path = None
+    if existing is None:
+        if vocab is not None:
+            voc = Vocabulary.fixed(read_vocab_file(vocab))
+        else:
+            stats = _vocabulary_pass(corpus, progress)
+            if stats.n_docs == 0:
+                raise CorpusError(
+                    ", ".join(s.path for s in corpus.sources), "the corpus has no documents"
+                )
+            voc = Vocabulary.from_stats(
+                stats,
+                min_df=DEFAULT_MIN_DF if min_df is None else min_df,
+                max_df=DEFAULT_MAX_DF if max_df is None else max_df,
+                keep_n=DEFAULT_KEEP_N if keep_n == "default" else keep_n,  # type: ignore[arg-type]
+            )
+            if len(voc) == 0:
+                raise CorpusError(
+                    ", ".join(s.path for s in corpus.sources),
+                    f"no term survives pruning (min_df={min_df or DEFAULT_MIN_DF}, "
+                    f"max_df={max_df or DEFAULT_MAX_DF}) over {stats.n_docs} documents",
+                )
+        parent = os.path.dirname(store_path) or "."
+        if not os.path.isdir(parent):
+            raise StoreError(f"{parent}: directory does not exist")
+        tmp_path = os.path.join(
+            parent, f".{os.path.basename(store_path)}.tmp-{uuid.uuid4().hex[:12]}"
+        )
+        config = {
+            "tokenizer": corpus.tokenizer.config(),
+            "pruning": {
+                "vocab_file": os.path.abspath(vocab) if vocab else None,
+                "min_df": DEFAULT_MIN_DF if min_df is None else min_df,
+                "max_df": DEFAULT_MAX_DF if max_df is None else max_df,
+                "keep_n": DEFAULT_KEEP_N if keep_n == "default" else keep_n,
+            },
+        }
+        target = CooccurrenceStore.create(tmp_path, voc.terms, chunk_size=chunk_size, config=config)
+    else:
+        target = existing
+
+    try:
+        report = _accumulate(corpus, target, keep_sources, progress)
+        if tmp_path is not None:
+            if os.path.exists(store_path):
+                raise StoreError(f"{store_path}: appeared while ingesting; not overwritten")
+            os.rename(tmp_path, store_path)
+            tmp_path = None
+    finally:
+        if tmp_path is not None:
+            shutil.rmtree(tmp_path, ignore_errors=True)
+    report.store = store_path
+    report.skipped_inputs = skipped
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _check_pruning_args(
+    existing: CooccurrenceStore | None,
+    min_df: int | None,
+    max_df: float | None,
+    keep_n: Any,
+    vocab: str | None,
+) -> None:
+    if existing is not None:
+        given = [
+            name for name, v in (("min_df", min_df), ("max_df", max_df)) if v is not None
+        ] + (["keep_n"] if keep_n != "default" else [])
+        if given:
+            raise ValueError(
+                f"{existing.path}: the store's vocabulary is frozen; "
+                f"{', '.join(given)} only apply when a store is created"
+            )
+        return
+    validate_pruning(
+        DEFAULT_MIN_DF if min_df is None else min_df,
+        DEFAULT_MAX_DF if max_df is None else max_df,
+        DEFAULT_KEEP_N if keep_n == "default" else keep_n,
+    )
+    if vocab is not None and (min_df is not None or max_df is not None or keep_n != "default"):
+        raise ValueError("a fixed vocabulary (vocab=) is not pruned: drop min_df/max_df/keep_n")
+
+
+def _accumulate(
+    corpus: Corpus,
+    store: CooccurrenceStore,
+    sources: Sequence[tuple[Any, str]],
+    progress: bool,
+) -> IngestReport:
+    from dask import delayed
+
+    from .cluster import compute
+
+    vocab = store.vocab
+    grid = _make_grid(store.V, store.chunk_size)
+    vocab_d = delayed(vocab, pure=True, traverse=False)
+    parts = (
+        corpus.to_bag().map_partitions(_partition_partial, vocab_d, grid).to_delayed()
+    )
+    txn = store.begin()
+    try:
+        head_bv = store.block_versions
+        writes = []
+        for gidx, (i, g) in enumerate(grid.groups):
+            total = _tree(_sum_group_leaf, _sum_pieces, parts, gidx)
+            old = np.array([head_bv[i, j] for j in grid.blocks(g)], dtype=np.int64)
+            writes.append(
+                delayed(_write_group, pure=True)(
+                    total, store.path, old, txn.number, grid, i, g
+                )
+            )
+        stats_d = _tree(_sum_stats_leaf, _sum_stats, parts)
+        written_lists, stats = compute(
+            writes, stats_d, progress=progress, label="co-occurrence"
+        )
+        _check_sources(corpus, stats)
+        written = [(i, j) for lst in written_lists for (i, j, _) in lst]
+        nnz_new = {(i, j): n for lst in written_lists for (i, j, n) in lst}
+        nnz = _total_nnz(store, nnz_new)
+        entries = []
+        for src, h in sources:
+            ps = stats.per_source.get(src.path, {})
+            entries.append({
+                "path": src.path, "sha256": h, "format": src.format, "bytes": src.size,
+                "n_docs": int(ps.get("docs", 0)), "n_tokens": int(ps.get("tokens", 0)),
+                "n_oov_tokens": int(ps.get("oov", 0)),
+                "ingested_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            })
+        skipped_docs = stats.n_skipped + _absent_uci_docs(corpus, stats)
+        if stats.n_docs == 0 and store.n_docs == 0:
+            raise CorpusError(
+                ", ".join(s.path for s in corpus.sources),
+                "no document has 2 or more in-vocabulary tokens",
+            )
+        store.commit(
+            txn,
+            written=written,
+            n_docs=stats.n_docs,
+            n_tokens=stats.n_tokens,
+            word_counts=stats.word_counts,
+            doc_freq=stats.doc_freq,
+            n_skipped_docs=skipped_docs,
+            n_oov_tokens=stats.n_oov,
+            n_replaced_bytes=stats.n_replaced,
+            nnz=nnz,
+            new_sources=entries,
+            extra={"block_nnz": _merge_block_nnz(store, nnz_new)},
+        )
+    except BaseException:
+        store.abort(txn)
+        raise
+    return IngestReport(
+        store.path, store.version, stats.n_docs, stats.n_tokens, skipped_docs, stats.n_oov,
+        stats.n_replaced, store.V, entries,
+    )
+
+
+def _merge_block_nnz(store: CooccurrenceStore, new: dict[tuple[int, int], int]) -> dict[str, int]:
+    old = dict(store._head().get("block_nnz", {}))
+    for (i, j), n in new.items():
+        old[f"{i},{j}"] = n
+    return old
+
+
+def _total_nnz(store: CooccurrenceStore, new: dict[tuple[int, int], int]) -> int:
+    merged = _merge_block_nnz(store, new)
+    return int(sum(merged.values()))
+
+
+def _check_sources(corpus: Corpus, stats: _Stats) -> None:
+    """Whole-file checks that no single partition can make (UCI's NNZ)."""
+    for src in corpus.sources:
+        if src.format != "uci":
+            continue
+        D, W, NNZ, _ = _uci_header(src.path)
+        got = stats.per_source.get(src.path, {}).get("entries", 0)
+        if got != NNZ:
+            raise CorpusError(
+                src.path, f"header declares NNZ={NNZ} entries but the file holds {got}", line=3
+            )
+
+
+def _absent_uci_docs(corpus: Corpus, stats: _Stats) -> int:
+    missing = 0
+    for src in corpus.sources:
+        if src.format == "uci":
+            D = _uci_header(src.path)[0]
+            rows = stats.per_source.get(src.path, {}).get("rows", 0)
+            missing += max(0, D - rows)
+    return missing

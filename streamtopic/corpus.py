@@ -1,0 +1,1086 @@
+"""Corpus readers: any supported input as a ``dask.bag`` of document chunks.
+
+Every reader plans *partitions* on the client (record-aligned byte ranges, member ranges or row
+ranges, never the data itself) and reads each partition in its own task. A partition holds a
+bounded number of documents, as a list of :class:`DocChunk` (sparse document-term counts over the
+chunk's own terms).
+
+Formats
+-------
+``uci``
+    UCI bag-of-words: ``docword.NAME.txt[.gz]`` and ``vocab.NAME.txt`` (beside it, or ``vocab=``).
+``text``
+    Plain text, one document per line (``.txt``, ``.txt.gz``, files, globs or directories).
+``files``
+    One document per file: a directory tree, or a ``.tar``/``.tar.gz`` archive of files.
+``jsonl``
+    JSON Lines, one object per line; the document is the string in ``text_field``.
+``hdf5``
+    CSR datasets ``indptr``, ``indices``, ``data`` and a ``vocab`` dataset (see :func:`convert`).
+
+Decoding policy: text is UTF-8. Undecodable bytes are replaced by U+FFFD, which never forms part
+of a token, and counted (``DocChunk.n_replaced``; reported by ``ingest`` and kept in the store).
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import gzip
+import hashlib
+import io
+import json
+import os
+import tarfile
+import warnings
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, BinaryIO
+
+import numpy as np
+import scipy.sparse as sp
+
+from .vocabulary import Tokenizer, TermStats, read_vocab_file
+
+__all__ = [
+    "FORMATS",
+    "CorpusError",
+    "DocChunk",
+    "Source",
+    "Corpus",
+    "read_corpus",
+    "detect_format",
+    "convert",
+    "HDF5CorpusWriter",
+    "bundled_corpus",
+]
+
+FORMATS = ("auto", "uci", "text", "files", "jsonl", "hdf5")
+DEFAULT_BLOCKSIZE = 16 * 2**20
+MIN_BLOCKSIZE = 2**20
+CHUNK_DOCS = 2048  # documents per DocChunk inside a partition
+
+
+class CorpusError(ValueError):
+    """Malformed or unreadable input. The message names the file and line or byte offset."""
+
+    def __init__(
+        self, path: str, message: str, *, line: int | None = None, offset: int | None = None
+    ) -> None:
+        self.path = path
+        self.line = line
+        self.offset = offset
+        where = path
+        if line is not None:
+            where += f":{line}"
+        elif offset is not None:
+            where += f" (byte {offset})"
+        super().__init__(f"{where}: {message}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across processes
+        return (_make_corpus_error, (self.path, self.args[0], self.line, self.offset))
+
+
+def _make_corpus_error(path: str, full: str, line: int | None, offset: int | None) -> CorpusError:
+    err = CorpusError.__new__(CorpusError)
+    ValueError.__init__(err, full)
+    err.path, err.line, err.offset = path, line, offset
+    return err
+
+
+@dataclass
+class DocChunk:
+    """Documents as sparse counts over the chunk's own terms.
+
+    Attributes
+    ----------
+    counts : scipy.sparse.csr_matrix of shape (n_docs, T)
+        Token counts (int32). Row ``d`` is document ``first_doc + d`` of ``source``.
+    terms : sequence of str, length T
+        The term of each column.
+    source : str
+        The input this chunk came from.
+    first_doc : int
+        Index of the chunk's first document within ``source``.
+    n_replaced : int
+        Undecodable bytes replaced while decoding these documents.
+    vocab_key : str or None
+        For id-based sources (UCI, HDF5), a key of the source vocabulary; ``term_ids`` then
+        gives each column's id in it.
+    term_ids : ndarray of shape (T,) or None
+    """
+
+    counts: sp.csr_matrix
+    terms: Sequence[str]
+    source: str
+    first_doc: int = 0
+    n_replaced: int = 0
+    vocab_key: str | None = None
+    term_ids: np.ndarray | None = None
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.counts.shape[0])
+
+    def term_stats(self) -> TermStats:
+        """Document frequency and token count of each term in this chunk."""
+        stats = TermStats()
+        stats.n_docs = self.n_docs
+        c = self.counts
+        tf = np.asarray(c.sum(axis=0)).ravel().astype(np.int64)
+        df = np.bincount(c.indices, minlength=c.shape[1]).astype(np.int64)
+        if self.vocab_key is not None and self.term_ids is not None:
+            nz = tf > 0
+            stats.add_ids(
+                self.vocab_key, _source_vocab(self.vocab_key), self.term_ids[nz], df[nz], tf[nz]
+            )
+        else:
+            stats.add_terms(self.terms, df, tf)
+        return stats
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input of a corpus: a file, a directory of documents or an archive.
+
+    ``vocab_path`` is the UCI vocabulary that maps ids to terms (UCI only).
+    """
+
+    path: str
+    format: str
+    size: int
+    vocab_path: str | None = None
+
+    def content_hash(self) -> str:
+        """SHA-256 of the content (of every file, in order, for a directory; of the docword
+        and its vocabulary for UCI)."""
+        h = hashlib.sha256()
+        if os.path.isdir(self.path):
+            for rel in _list_tree(self.path):
+                h.update(rel.encode("utf-8") + b"\0")
+                _hash_file(os.path.join(self.path, rel), h)
+        else:
+            _hash_file(self.path, h)
+        if self.vocab_path is not None:
+            h.update(b"\0vocab\0")
+            _hash_file(self.vocab_path, h)
+        return h.hexdigest()
+
+
+def _hash_file(path: str, h: Any) -> None:
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(2**20), b""):
+            h.update(block)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """A partition: where to read and how to parse it."""
+
+    source: Source
+    kind: str  # "bytes" | "members" | "rows"
+    start: int
+    stop: int
+    first_doc: int = 0
+    first_line: int | None = None  # line number of ``start`` (1-based) when known
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def opt(self, name: str, default: Any = None) -> Any:
+        return dict(self.options).get(name, default)
+
+
+# ----------------------------------------------------------------------------- format detection
+
+
+def _is_gzip(path: str) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def _head(path: str, n: int = 4096) -> bytes:
+    if _is_gzip(path):
+        with gzip.open(path, "rb") as fh:
+            try:
+                return fh.read(n)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise CorpusError(path, f"cannot decompress gzip data: {exc}") from exc
+    with open(path, "rb") as fh:
+        return fh.read(n)
+
+
+def _looks_uci(head: bytes) -> bool:
+    lines = head.split(b"\n")
+    if len(lines) < 4:
+        return False
+    if not all(ln.strip().isdigit() for ln in lines[:3]):
+        return False
+    parts = lines[3].split()
+    return len(parts) == 3 and all(p.isdigit() for p in parts)
+
+
+def detect_format(path: str) -> str:
+    """Pick a reader for ``path`` by its name, then by its content.
+
+    Directories are read as ``files`` (one document per file); use ``format="text"`` to read
+    every file of a directory as one document per line.
+    """
+    if os.path.isdir(path):
+        return "files"
+    name = os.path.basename(path).lower()
+    if name.endswith((".tar", ".tar.gz", ".tgz", ".tar.bz2")):
+        return "files"
+    if name.endswith((".h5", ".hdf5")):
+        return "hdf5"
+    if name.endswith((".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")):
+        return "jsonl"
+    if name.startswith("docword.") and name.endswith((".txt", ".txt.gz")):
+        return "uci"
+    with open(path, "rb") as fh:
+        magic = fh.read(8)
+    if magic.startswith(b"\x89HDF"):
+        return "hdf5"
+    head = _head(path)
+    if _looks_uci(head):
+        return "uci"
+    if head.lstrip()[:1] == b"{":
+        return "jsonl"
+    if _is_gzip(path):
+        try:
+            if tarfile.is_tarfile(path):
+                return "files"
+        except (OSError, EOFError):
+            pass
+    return "text"
+
+
+# ----------------------------------------------------------------------------- input expansion
+
+
+def _list_tree(root: str) -> list[str]:
+    """Relative paths of the regular files below ``root``, sorted, hidden entries skipped."""
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for f in sorted(filenames):
+            if not f.startswith("."):
+                out.append(os.path.relpath(os.path.join(dirpath, f), root))
+    out.sort()
+    return out
+
+
+def _expand_inputs(inputs: Sequence[str | os.PathLike[str]], fmt: str) -> list[tuple[str, str]]:
+    """Resolve paths, globs and directories into (absolute path, format) pairs."""
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    out: list[tuple[str, str]] = []
+    for raw in inputs:
+        p = os.fspath(raw)
+        if any(ch in p for ch in "*?["):
+            matches = sorted(_glob.glob(p, recursive=True))
+            matches = [m for m in matches if os.path.isfile(m) or os.path.isdir(m)]
+            if not matches:
+                raise CorpusError(p, "no file matches this pattern")
+        else:
+            if not os.path.exists(p):
+                raise CorpusError(p, "no such file or directory")
+            matches = [p]
+        for m in matches:
+            m = os.path.abspath(m)
+            f = detect_format(m) if fmt == "auto" else fmt
+            if f == "text" and os.path.isdir(m):
+                files = _list_tree(m)
+                if not files:
+                    raise CorpusError(m, "directory holds no files")
+                out.extend((os.path.join(m, r), "text") for r in files)
+            elif f != "files" and os.path.isdir(m):
+                raise CorpusError(m, f"is a directory; format {f!r} reads files")
+            else:
+                out.append((m, f))
+    if not out:
+        raise CorpusError(", ".join(map(os.fspath, inputs)) or "<none>", "no input given")
+    return out
+
+
+def _find_uci_vocab(docword: str, vocab: str | None) -> str:
+    d, name = os.path.split(docword)
+    stem = name[len("docword."):] if name.startswith("docword.") else name
+    for suffix in (".gz", ".txt"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+    candidate = os.path.join(d, f"vocab.{stem}.txt")
+    if os.path.isfile(candidate):
+        return candidate
+    if vocab is not None:
+        if not os.path.isfile(vocab):
+            raise CorpusError(vocab, "vocabulary file not found")
+        return os.path.abspath(vocab)
+    raise CorpusError(
+        docword, f"UCI vocabulary not found: expected {candidate} beside it, or pass vocab=/--vocab"
+    )
+
+
+# ----------------------------------------------------------------------------- byte streams
+
+
+def _open_stream(path: str) -> BinaryIO:
+    if _is_gzip(path):
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return open(path, "rb")
+
+
+def _read_range(path: str, start: int, stop: int) -> bytes:
+    """Bytes [start, stop) of the (decompressed) content of ``path``."""
+    try:
+        with _open_stream(path) as fh:
+            if isinstance(fh, gzip.GzipFile):
+                remaining = start
+                while remaining > 0:
+                    got = fh.read(min(remaining, 2**24))
+                    if not got:
+                        break
+                    remaining -= len(got)
+            else:
+                fh.seek(start)
+            return fh.read(stop - start)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise CorpusError(path, f"cannot read: {exc}", offset=start) from exc
+
+
+def _line_of_offset(path: str, offset: int) -> int:
+    """1-based line number of the byte at ``offset`` (error path only)."""
+    n = 1
+    with _open_stream(path) as fh:
+        pos = 0
+        while pos < offset:
+            block = fh.read(min(2**22, offset - pos))
+            if not block:
+                break
+            n += block.count(b"\n")
+            pos += len(block)
+    return n
+
+
+def _line_splits(
+    path: str, start: int, blocksize: int, key: Any = None
+) -> tuple[list[int], list[int], int]:
+    """Record-aligned split offsets of the content from ``start`` on.
+
+    A record is a line, or with ``key`` (a function of a line) a run of consecutive lines with
+    equal key (a UCI document). Returns (offsets, first line number of each range, total size).
+    Plain files are split with seeks; gzip files with one streaming scan.
+    """
+    if not _is_gzip(path):
+        size = os.path.getsize(path)
+        offsets = [start]
+        with open(path, "rb") as fh:
+            target = start + blocksize
+            while target < size:
+                fh.seek(target - 1)
+                fh.readline()  # finish the line holding byte target-1
+                pos = fh.tell()
+                if key is not None and pos < size:
+                    pos = _skip_same_key(fh, path, pos, start, key)
+                if pos >= size:
+                    break
+                offsets.append(pos)
+                target = max(pos, target) + blocksize
+        offsets.append(size)
+        return offsets, [], size
+    # gzip: one streaming scan over the decompressed data, in large blocks; Python only looks
+    # at the lines around each split point
+    offsets = [start]
+    lines: list[int] = []
+    pos = 0  # decompressed offset of buf[0]
+    lineno = 1  # line number of buf[0]
+    next_target = start + blocksize
+    buf = b""
+    try:
+        with gzip.open(path, "rb") as fh:
+            while True:
+                block = fh.read(2**22)
+                buf += block
+                if not lines and pos + len(buf) > start:
+                    lines.append(lineno + buf.count(b"\n", 0, start - pos))
+                while pos + len(buf) > next_target + 1 or (not block and pos + len(buf) > next_target):
+                    cut = _split_in_buffer(buf, next_target - pos, key, final=not block)
+                    if cut is None:
+                        break  # need more data to decide
+                    if cut >= len(buf):
+                        next_target = pos + len(buf) + 1
+                        break
+                    offsets.append(pos + cut)
+                    lines.append(lineno + buf.count(b"\n", 0, cut))
+                    next_target = pos + cut + blocksize
+                if not block:
+                    total = pos + len(buf)
+                    break
+                # keep the tail from the last line start before the next target
+                keep_from = buf.rfind(b"\n", 0, max(0, min(len(buf), next_target - pos) - 1))
+                keep_from = max(0, keep_from + 1) if keep_from >= 0 else 0
+                keep_from = min(keep_from, max(0, len(buf) - 8192))
+                if keep_from > 0:
+                    keep_from = buf.rfind(b"\n", 0, keep_from) + 1
+                if keep_from > 0:
+                    lineno += buf.count(b"\n", 0, keep_from)
+                    pos += keep_from
+                    buf = buf[keep_from:]
+    except (OSError, EOFError, zlib.error) as exc:
+        raise CorpusError(path, f"cannot decompress gzip data: {exc}", offset=pos) from exc
+    if not lines:
+        lines.append(lineno)
+    offsets.append(total)
+    return offsets, lines, total
+
+
+def _split_in_buffer(buf: bytes, target: int, key: Any, final: bool) -> int | None:
+    """Offset in ``buf`` of the first record start at or after ``target`` (None: undecided)."""
+    nl = buf.find(b"\n", max(0, target - 1))
+    if nl < 0:
+        return len(buf) if final else None
+    start = nl + 1 if target > 0 else 0
+    if target > 0 and buf[target - 1 : target] == b"\n":
+        start = target
+    if key is None:
+        return start
+    prev_start = buf.rfind(b"\n", 0, max(0, start - 1)) + 1
+    k_prev = key(buf[prev_start:start])
+    while start < len(buf):
+        end = buf.find(b"\n", start)
+        if end < 0:
+            return len(buf) if final else None
+        if key(buf[start:end + 1]) != k_prev:
+            return start
+        start = end + 1
+    return len(buf) if final else None
+
+
+def _skip_same_key(fh: BinaryIO, path: str, pos: int, floor: int, key: Any) -> int:
+    """From line start ``pos``, move to the first line whose key differs from the line before."""
+    back = min(4096, pos - floor)
+    fh.seek(pos - back)
+    prev_lines = fh.read(back).split(b"\n")
+    prev = prev_lines[-2] if len(prev_lines) >= 2 else b""
+    k_prev = key(prev)
+    fh.seek(pos)
+    while True:
+        line = fh.readline()
+        if not line:
+            return fh.tell()
+        if key(line) != k_prev:
+            return pos
+        pos += len(line)
+
+
+def _decode(raw: bytes) -> tuple[str, int]:
+    """Decode UTF-8, replacing undecodable bytes; return (text, bytes replaced)."""
+    try:
+        return raw.decode("utf-8"), 0
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", errors="replace")
+        good = len(raw.decode("utf-8", errors="ignore").encode("utf-8"))
+        return text, len(raw) - good
+
+
+# ----------------------------------------------------------------------------- chunk building
+
+
+class _ChunkBuilder:
+    """Accumulate tokenised documents into DocChunks of at most ``CHUNK_DOCS`` documents."""
+
+    def __init__(self, source: str, first_doc: int) -> None:
+        self.source = source
+        self.next_doc = first_doc
+        self.chunks: list[DocChunk] = []
+        self._reset()
+
+    def _reset(self) -> None:
+        self.index: dict[str, int] = {}
+        self.ids: list[int] = []
+        self.indptr: list[int] = [0]
+        self.replaced = 0
+
+    def add(self, tokens: list[str], replaced: int = 0) -> None:
+        index = self.index
+        self.ids.extend([index.setdefault(t, len(index)) for t in tokens])
+        self.indptr.append(len(self.ids))
+        self.replaced += replaced
+        if len(self.indptr) > CHUNK_DOCS:
+            self.flush()
+
+    def flush(self) -> None:
+        n = len(self.indptr) - 1
+        if n == 0:
+            return
+        ids = np.asarray(self.ids, dtype=np.int32)
+        m = sp.csr_matrix(
+            (np.ones(len(ids), np.int32), ids, np.asarray(self.indptr, dtype=np.int64)),
+            shape=(n, len(self.index)),
+        )
+        m.sum_duplicates()
+        terms = list(self.index)
+        self.chunks.append(DocChunk(m, terms, self.source, self.next_doc, self.replaced))
+        self.next_doc += n
+        self._reset()
+
+
+def _read_text_part(part: _Part, tokenizer: Tokenizer) -> list[DocChunk]:
+    raw = _read_range(part.source.path, part.start, part.stop)
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    builder = _ChunkBuilder(part.source.path, part.first_doc)
+    jsonl = part.source.format == "jsonl"
+    field_name = part.opt("text_field", "text")
+    offset = part.start
+    for i, line in enumerate(lines):
+        text, replaced = _decode(line)
+        if jsonl:
+            if not text.strip():
+                offset += len(line) + 1
+                continue
+            text = _json_text(part, text, field_name, offset, i)
+        builder.add(tokenizer(text), replaced)
+        offset += len(line) + 1
+    builder.flush()
+    return builder.chunks
+
+
+def _json_text(part: _Part, text: str, field_name: str, offset: int, i: int) -> str:
+    def lineno() -> int:
+        if part.first_line is not None:
+            return part.first_line + i
+        return _line_of_offset(part.source.path, offset)
+
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CorpusError(part.source.path, f"invalid JSON: {exc.msg}", line=lineno()) from None
+    if not isinstance(obj, dict):
+        raise CorpusError(part.source.path, "a JSON Lines record must be an object", line=lineno())
+    value = obj.get(field_name)
+    if not isinstance(value, str):
+        what = "missing" if value is None else f"not a string ({type(value).__name__})"
+        raise CorpusError(
+            part.source.path, f"text field {field_name!r} is {what}", line=lineno()
+        )
+    return value
+
+
+def _read_files_part(part: _Part, tokenizer: Tokenizer) -> list[DocChunk]:
+    src = part.source
+    builder = _ChunkBuilder(src.path, part.first_doc)
+    if os.path.isdir(src.path):
+        names = _list_tree(src.path)[part.start : part.stop]
+        for rel in names:
+            with open(os.path.join(src.path, rel), "rb") as fh:
+                text, replaced = _decode(fh.read())
+            builder.add(tokenizer(text), replaced)
+    else:
+        try:
+            with tarfile.open(src.path, mode="r|*") as tar:
+                i = 0
+                for member in tar:
+                    if not member.isfile():
+                        continue
+                    if i >= part.stop:
+                        break
+                    if i >= part.start:
+                        fh = tar.extractfile(member)
+                        raw = fh.read() if fh is not None else b""
+                        text, replaced = _decode(raw)
+                        builder.add(tokenizer(text), replaced)
+                    i += 1
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+            raise CorpusError(src.path, f"cannot read archive: {exc}") from exc
+    builder.flush()
+    return builder.chunks
+
+
+# --- UCI
+
+
+@lru_cache(maxsize=16)
+def _uci_header(path: str) -> tuple[int, int, int, int]:
+    """(D, W, NNZ, byte offset of the first entry)."""
+    try:
+        with _open_stream(path) as fh:
+            lines = [fh.readline() for _ in range(3)]
+    except (OSError, EOFError, zlib.error) as exc:
+        raise CorpusError(path, f"cannot read: {exc}") from exc
+    names = ("D (number of documents)", "W (vocabulary size)", "NNZ (number of entries)")
+    values = []
+    for i, (line, name) in enumerate(zip(lines, names), start=1):
+        s = line.strip()
+        if not s:
+            raise CorpusError(path, f"UCI header: expected {name}, found end of file", line=i)
+        try:
+            v = int(s)
+        except ValueError:
+            raise CorpusError(
+                path, f"UCI header: expected {name} as an integer, found {s[:40]!r}", line=i
+            ) from None
+        if v < 0:
+            raise CorpusError(path, f"UCI header: {name} is negative", line=i)
+        values.append(v)
+    return values[0], values[1], values[2], sum(len(x) for x in lines)
+
+
+@lru_cache(maxsize=16)
+def _source_vocab(key: str) -> tuple[str, ...]:
+    """The id -> term list of a source vocabulary (``uci:PATH`` or ``hdf5:PATH``)."""
+    kind, path = key.split(":", 1)
+    if kind == "uci":
+        return tuple(read_vocab_file(path))
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        return tuple(_h5_strings(f["vocab"][:]))
+
+
+def _h5_strings(arr: np.ndarray) -> list[str]:
+    return [x.decode("utf-8") if isinstance(x, bytes) else str(x) for x in arr]
+
+
+def _uci_key(line: bytes) -> bytes:
+    return line.split(None, 1)[0] if line.strip() else b""
+
+
+def _read_uci_part(part: _Part) -> list[DocChunk]:
+    path = part.source.path
+    D, W, NNZ, _ = _uci_header(path)
+    raw = _read_range(path, part.start, part.stop)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        arr = np.fromstring(raw, dtype=np.int64, sep=" ") if raw.strip() else np.zeros(0, np.int64)
+    n_lines = raw.count(b"\n") + (0 if raw.endswith(b"\n") or not raw else 1)
+    if arr.size != 3 * n_lines:
+        _uci_check_lines(part, raw)  # raises on a malformed line; blank lines are allowed
+    entries = arr.reshape(-1, 3)
+    doc, word, cnt = entries[:, 0], entries[:, 1], entries[:, 2]
+    bad = (doc < 1) | (doc > D)
+    if bad.any():
+        _uci_raise_at(part, raw, int(np.argmax(bad)), f"docID out of range 1..{D} (header D)")
+    bad = (word < 1) | (word > W)
+    if bad.any():
+        _uci_raise_at(part, raw, int(np.argmax(bad)), f"wordID out of range 1..{W} (header W)")
+    bad = cnt < 1
+    if bad.any():
+        _uci_raise_at(part, raw, int(np.argmax(bad)), "count must be a positive integer")
+    if doc.size > 1:
+        dec = np.diff(doc) < 0
+        if dec.any():
+            _uci_raise_at(
+                part, raw, int(np.argmax(dec)) + 1,
+                "entries must be sorted by docID (documents contiguous)",
+            )
+    vocab = _source_vocab(f"uci:{part.source.vocab_path}")
+    if len(vocab) != W:
+        raise CorpusError(
+            part.source.vocab_path or path,
+            f"vocabulary has {len(vocab)} terms but the header of {path} declares W={W}",
+        )
+    chunks: list[DocChunk] = []
+    if doc.size == 0:
+        return chunks
+    # documents (docIDs) in this range, in order; each becomes a row
+    starts = np.flatnonzero(np.r_[True, doc[1:] != doc[:-1]])
+    doc_ids = doc[starts]
+    key = f"uci:{part.source.vocab_path}"
+    for c0 in range(0, len(starts), CHUNK_DOCS):
+        c1 = min(c0 + CHUNK_DOCS, len(starts))
+        e0 = starts[c0]
+        e1 = starts[c1] if c1 < len(starts) else doc.size
+        w = word[e0:e1] - 1
+        uniq, local = np.unique(w, return_inverse=True)
+        row = np.repeat(np.arange(c1 - c0), np.diff(np.r_[starts[c0:c1], e1]))
+        m = sp.csr_matrix(
+            (cnt[e0:e1].astype(np.int32), (row, local.astype(np.int32))),
+            shape=(c1 - c0, len(uniq)),
+        )
+        m.sum_duplicates()
+        chunk = DocChunk(
+            m, [vocab[i] for i in uniq.tolist()], path, int(doc_ids[c0]) - 1, 0, key, uniq
+        )
+        chunks.append(chunk)
+    return chunks
+
+
+def _uci_raise_at(part: _Part, raw: bytes, entry: int, message: str) -> None:
+    """Raise for the ``entry``-th non-blank line of ``raw``, naming its line number."""
+    lines = raw.split(b"\n")
+    k = -1
+    for i, line in enumerate(lines):
+        if line.strip():
+            k += 1
+            if k == entry:
+                break
+    offset = part.start + sum(len(x) + 1 for x in lines[:i])
+    if part.first_line is not None:
+        lineno = part.first_line + i
+    else:
+        lineno = _line_of_offset(part.source.path, offset)
+    raise CorpusError(part.source.path, f"{message}: {lines[i][:60]!r}", line=lineno)
+
+
+def _uci_check_lines(part: _Part, raw: bytes) -> None:
+    k = -1
+    for line in raw.split(b"\n"):
+        if not line.strip():
+            continue
+        k += 1
+        fields = line.split()
+        if len(fields) != 3 or not all(f.isdigit() for f in fields):
+            _uci_raise_at(
+                part, raw, k, "expected three non-negative integers 'docID wordID count'"
+            )
+
+
+# --- HDF5
+
+
+def _read_hdf5_part(part: _Part) -> list[DocChunk]:
+    import h5py
+
+    path = part.source.path
+    key = f"hdf5:{path}"
+    vocab = _source_vocab(key)
+    chunks: list[DocChunk] = []
+    with h5py.File(path, "r") as f:
+        indptr_ds, indices_ds, data_ds = f["indptr"], f["indices"], f["data"]
+        for r0 in range(part.start, part.stop, CHUNK_DOCS):
+            r1 = min(r0 + CHUNK_DOCS, part.stop)
+            ptr = indptr_ds[r0 : r1 + 1].astype(np.int64)
+            idx = indices_ds[ptr[0] : ptr[-1]]
+            dat = data_ds[ptr[0] : ptr[-1]]
+            if idx.size and (idx.min() < 0 or idx.max() >= len(vocab)):
+                raise CorpusError(
+                    path, f"term index out of range 0..{len(vocab) - 1} in rows {r0}..{r1 - 1}"
+                )
+            if np.any(np.diff(ptr) < 0):
+                raise CorpusError(path, f"indptr decreases within rows {r0}..{r1}")
+            uniq, local = np.unique(idx, return_inverse=True)
+            m = sp.csr_matrix(
+                (dat.astype(np.int32), local.astype(np.int32), ptr - ptr[0]),
+                shape=(r1 - r0, len(uniq)),
+            )
+            m.sum_duplicates()
+            chunks.append(DocChunk(m, [vocab[i] for i in uniq.tolist()], path, r0, 0, key, uniq))
+    return chunks
+
+
+def _read_part(part: _Part, tokenizer: Tokenizer) -> list[DocChunk]:
+    fmt = part.source.format
+    if fmt == "uci":
+        return _read_uci_part(part)
+    if fmt == "hdf5":
+        return _read_hdf5_part(part)
+    if fmt == "files":
+        return _read_files_part(part, tokenizer)
+    return _read_text_part(part, tokenizer)
+
+
+# ----------------------------------------------------------------------------- planning
+
+
+def _plan_source(src: Source, blocksize: int, options: tuple[tuple[str, Any], ...]) -> list[_Part]:
+    path = src.path
+    if src.format == "uci":
+        D, W, NNZ, start = _uci_header(path)
+        offsets, lines, _ = _line_splits(path, start, blocksize, key=_uci_key)
+        if not lines:
+            lines = [4] + [None] * (len(offsets) - 2)  # type: ignore[list-item]
+        else:
+            pass
+        return [
+            _Part(src, "bytes", a, b, 0, lines[i] if i < len(lines) else None, options)
+            for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:]))
+            if b > a
+        ]
+    if src.format in ("text", "jsonl"):
+        offsets, lines, _ = _line_splits(path, 0, blocksize)
+        if not lines:
+            lines = [1] + [None] * (len(offsets) - 2)  # type: ignore[list-item]
+        parts: list[_Part] = []
+        return [
+            _Part(src, "bytes", a, b, -1, lines[i] if i < len(lines) else None, options)
+            for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:]))
+            if b > a
+        ] or parts
+    if src.format == "files":
+        sizes = _member_sizes(src)
+        parts = []
+        lo, acc = 0, 0
+        for i, s in enumerate(sizes):
+            acc += s
+            if acc >= blocksize or i - lo + 1 >= CHUNK_DOCS * 4:
+                parts.append(_Part(src, "members", lo, i + 1, lo, None, options))
+                lo, acc = i + 1, 0
+        if lo < len(sizes):
+            parts.append(_Part(src, "members", lo, len(sizes), lo, None, options))
+        return parts
+    if src.format == "hdf5":
+        import h5py
+
+        try:
+            with h5py.File(path, "r") as f:
+                missing = [k for k in ("indptr", "indices", "data", "vocab") if k not in f]
+                if missing:
+                    raise CorpusError(path, f"HDF5 corpus lacks dataset(s) {', '.join(missing)}")
+                n_rows = f["indptr"].shape[0] - 1
+                nnz = int(f["indptr"][-1]) if n_rows >= 0 else 0
+        except OSError as exc:
+            raise CorpusError(path, f"not a readable HDF5 file: {exc}") from exc
+        if n_rows <= 0:
+            return []
+        per_row = max(nnz / n_rows, 1.0)
+        rows = max(1, int(blocksize / 8 / per_row))
+        return [
+            _Part(src, "rows", r, min(r + rows, n_rows), r, None, options)
+            for r in range(0, n_rows, rows)
+        ]
+    raise ValueError(f"format={src.format!r}: expected one of {', '.join(FORMATS)}")
+
+
+def _member_sizes(src: Source) -> list[int]:
+    if os.path.isdir(src.path):
+        return [os.path.getsize(os.path.join(src.path, r)) for r in _list_tree(src.path)]
+    try:
+        with tarfile.open(src.path, mode="r:*") as tar:
+            return [m.size for m in tar.getmembers() if m.isfile()]
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        raise CorpusError(src.path, f"cannot read archive: {exc}") from exc
+
+
+# ----------------------------------------------------------------------------- the corpus
+
+
+@dataclass
+class Corpus:
+    """A planned corpus: its sources and partitions, ready to become a ``dask.bag``.
+
+    Build one with :func:`read_corpus`. Nothing is read until the bag is computed.
+    """
+
+    sources: list[Source]
+    parts: list[_Part]
+    tokenizer: Tokenizer = field(default_factory=Tokenizer)
+
+    @property
+    def npartitions(self) -> int:
+        return len(self.parts)
+
+    def to_bag(self) -> Any:
+        """A ``dask.bag.Bag`` whose partitions are lists of :class:`DocChunk`."""
+        import dask.bag as db
+
+        return db.from_sequence(self.parts, npartitions=max(1, len(self.parts))).map_partitions(
+            _read_parts, self.tokenizer
+        )
+
+    def iter_chunks(self) -> Iterator[DocChunk]:
+        """Read the corpus in this process, one partition at a time (bounded memory)."""
+        for part in self.parts:
+            yield from _read_part(part, self.tokenizer)
+
+
+def _read_parts(parts: Sequence[_Part], tokenizer: Tokenizer) -> list[DocChunk]:
+    out: list[DocChunk] = []
+    for part in parts:
+        out.extend(_read_part(part, tokenizer))
+    return out
+
+
+def read_corpus(
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    format: str = "auto",
+    vocab: str | None = None,
+    text_field: str = "text",
+    tokenizer: Tokenizer | None = None,
+    blocksize: int | None = None,
+) -> Corpus:
+    """Plan a corpus over files, globs and directories.
+
+    Parameters
+    ----------
+    inputs : path, glob or sequence of them
+        What to read.
+    format : {'auto', 'uci', 'text', 'files', 'jsonl', 'hdf5'}
+        Reader; ``auto`` picks one per input by name and content.
+    vocab : path, optional
+        UCI vocabulary, used when ``vocab.NAME.txt`` is not beside the docword file.
+    text_field : str
+        JSON Lines field holding the document text.
+    tokenizer : Tokenizer, optional
+        How text is split into tokens (default: scikit-learn's conventions).
+    blocksize : int, optional
+        Target bytes of (decompressed) input per partition. Default: 16 MiB, smaller for small
+        corpora so that there are at least 8 partitions to spread over the workers.
+
+    Raises
+    ------
+    CorpusError
+        For missing inputs, unknown formats and malformed headers (before anything is read).
+    """
+    if format not in FORMATS:
+        raise ValueError(f"format={format!r}: expected one of {', '.join(FORMATS)}")
+    if blocksize is not None and blocksize < 1:
+        raise ValueError(f"blocksize={blocksize!r}: must be a positive number of bytes")
+    tokenizer = tokenizer or Tokenizer()
+    sources: list[Source] = []
+    for path, fmt in _expand_inputs(inputs, format):
+        vocab_path = _find_uci_vocab(path, vocab) if fmt == "uci" else None
+        size = (
+            sum(os.path.getsize(os.path.join(path, r)) for r in _list_tree(path))
+            if os.path.isdir(path)
+            else os.path.getsize(path)
+        )
+        sources.append(Source(path, fmt, size, vocab_path))
+    if blocksize is None:
+        total = sum(s.size for s in sources)
+        blocksize = int(min(DEFAULT_BLOCKSIZE, max(MIN_BLOCKSIZE, total // 8)))
+    options = (("text_field", text_field),)
+    parts: list[_Part] = []
+    for src in sources:
+        src_parts = _plan_source(src, blocksize, options)
+        parts.extend(src_parts)
+    return Corpus(sources, parts, tokenizer)
+
+
+def bundled_corpus() -> str:
+    """Path of the bundled demo corpus: UCI KOS blog entries (``docword.kos.txt.gz``).
+
+    Data: UCI Machine Learning Repository, "Bag of Words" data set (D. Newman), CC BY 4.0.
+    """
+    here = os.path.join(os.path.dirname(__file__), "data", "docword.kos.txt.gz")
+    return here
+
+
+# ----------------------------------------------------------------------------- HDF5 output
+
+
+class HDF5CorpusWriter:
+    """Append documents to an HDF5 CSR corpus, streaming.
+
+    Layout: ``indptr`` (D+1,) int64, ``indices`` (nnz,) int32, ``data`` (nnz,) int32 and
+    ``vocab`` (V,) UTF-8 strings; term ids index ``vocab``. The vocabulary grows as new terms
+    arrive unless it is fixed at construction.
+
+    Use as a context manager; the file is written to ``path + '.partial'`` and renamed into
+    place on a clean exit, so an interrupted conversion leaves no corpus behind.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], vocab: Sequence[str] | None = None) -> None:
+        self.path = os.fspath(path)
+        self._tmp = self.path + ".partial"
+        self.terms: list[str] = list(vocab) if vocab is not None else []
+        self._index = {t: i for i, t in enumerate(self.terms)}
+        self._fixed = vocab is not None
+        self.n_docs = 0
+        self.nnz = 0
+        self._f: Any = None
+
+    def __enter__(self) -> HDF5CorpusWriter:
+        import h5py
+
+        self._f = h5py.File(self._tmp, "w")
+        f = self._f
+        f.create_dataset("indptr", shape=(1,), maxshape=(None,), dtype="i8", chunks=(2**16,))
+        f.create_dataset("indices", shape=(0,), maxshape=(None,), dtype="i4", chunks=(2**18,))
+        f.create_dataset("data", shape=(0,), maxshape=(None,), dtype="i4", chunks=(2**18,))
+        f.attrs["format"] = "streamtopic-csr"
+        f.attrs["version"] = 1
+        return self
+
+    def append(self, counts: sp.csr_matrix, terms: Sequence[str]) -> None:
+        """Append documents: ``counts`` (n_docs × T) over the column terms ``terms``."""
+        counts = sp.csr_matrix(counts)
+        index = self._index
+        if self._fixed:
+            cols = np.array([index.get(t, -1) for t in terms], dtype=np.int64)
+            keep = cols >= 0
+            counts = counts[:, np.flatnonzero(keep)]
+            cols = cols[keep]
+        else:
+            for t in terms:
+                if t not in index:
+                    index[t] = len(self.terms)
+                    self.terms.append(t)
+            cols = np.array([index[t] for t in terms], dtype=np.int64)
+        counts.sort_indices()
+        f = self._f
+        n, nnz = counts.shape[0], counts.nnz
+        ptr = f["indptr"]
+        ptr.resize((self.n_docs + n + 1,))
+        ptr[self.n_docs + 1 :] = counts.indptr[1:].astype(np.int64) + self.nnz
+        for name, values in (("indices", cols[counts.indices]), ("data", counts.data)):
+            ds = f[name]
+            ds.resize((self.nnz + nnz,))
+            ds[self.nnz :] = values.astype(np.int32)
+        self.n_docs += n
+        self.nnz += nnz
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        import h5py
+
+        f = self._f
+        try:
+            if exc_type is None:
+                f.create_dataset(
+                    "vocab", data=np.array(self.terms, dtype=object), dtype=h5py.string_dtype()
+                )
+        finally:
+            f.close()
+        if exc_type is None:
+            os.replace(self._tmp, self.path)
+        else:
+            try:
+                os.remove(self._tmp)
+            except OSError:
+                pass
+
+
+def convert(
+    corpus: Corpus, output: str | os.PathLike[str], *, progress: bool = True
+) -> dict[str, int]:
+    """Write any readable corpus into the HDF5 CSR form, streaming.
+
+    Partitions are read in parallel on the active Dask scheduler, a few at a time, and appended
+    in corpus order, so memory stays bounded by a few partitions.
+
+    Returns
+    -------
+    dict
+        ``n_docs``, ``n_tokens``, ``nnz``, ``vocab_size``.
+    """
+    import dask
+    from dask import delayed
+
+    from .cluster import n_workers
+
+    n_tokens = 0
+    batch = max(2, 2 * n_workers())
+    parts = corpus.parts
+    with HDF5CorpusWriter(output) as writer:
+        for b0 in range(0, len(parts), batch):
+            tasks = [delayed(_read_part)(p, corpus.tokenizer) for p in parts[b0 : b0 + batch]]
+            (results,) = dask.compute(tasks)
+            for chunks in results:
+                for ch in chunks:
+                    writer.append(ch.counts, ch.terms)
+                    n_tokens += int(ch.counts.sum())
+            if progress:
+                done = min(b0 + batch, len(parts))
+                print(f"\rconvert: {done}/{len(parts)} partitions", end="", flush=True)
+        if progress:
+            print()
+        n_docs, nnz, V = writer.n_docs, writer.nnz, len(writer.terms)
+    if n_docs == 0:
+        os.remove(os.fspath(output))
+        raise CorpusError(", ".join(s.path for s in corpus.sources), "the corpus has no documents")
+    return {"n_docs": n_docs, "n_tokens": n_tokens, "nnz": nnz, "vocab_size": V}
+
+
+def _bytes_io(data: bytes) -> io.BytesIO:  # pragma: no cover - helper for tests
+    return io.BytesIO(data)
