@@ -134,6 +134,8 @@ def scheduler(
     from distributed import Client, LocalCluster
 
     n = n_workers or max(1, os.cpu_count() or 1)
+    if not log.isEnabledFor(logging.INFO):
+        logging.getLogger("distributed").setLevel(logging.ERROR)
     cluster = LocalCluster(
         n_workers=n,
         threads_per_worker=1,

@@ -194,19 +194,28 @@ class _Part:
 
 
 def _is_gzip(path: str) -> bool:
+    return _compression(path) is not None
+
+
+def _compression(path: str) -> str | None:
+    """'gzip', 'bz2', 'xz' or None, by magic bytes."""
     with open(path, "rb") as fh:
-        return fh.read(2) == b"\x1f\x8b"
+        magic = fh.read(6)
+    if magic[:2] == b"\x1f\x8b":
+        return "gzip"
+    if magic[:3] == b"BZh":
+        return "bz2"
+    if magic == b"\xfd7zXZ\x00":
+        return "xz"
+    return None
 
 
 def _head(path: str, n: int = 4096) -> bytes:
-    if _is_gzip(path):
-        with gzip.open(path, "rb") as fh:
-            try:
-                return fh.read(n)
-            except (OSError, EOFError, zlib.error) as exc:
-                raise CorpusError(path, f"cannot decompress gzip data: {exc}") from exc
-    with open(path, "rb") as fh:
-        return fh.read(n)
+    try:
+        with _open_stream(path) as fh:
+            return fh.read(n)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise CorpusError(path, f"cannot decompress: {exc}") from exc
 
 
 def _looks_uci(head: bytes) -> bool:
@@ -324,8 +333,17 @@ def _find_uci_vocab(docword: str, vocab: str | None) -> str:
 
 
 def _open_stream(path: str) -> BinaryIO:
-    if _is_gzip(path):
+    kind = _compression(path)
+    if kind == "gzip":
         return gzip.open(path, "rb")  # type: ignore[return-value]
+    if kind == "bz2":
+        import bz2
+
+        return bz2.open(path, "rb")  # type: ignore[return-value]
+    if kind == "xz":
+        import lzma
+
+        return lzma.open(path, "rb")  # type: ignore[return-value]
     return open(path, "rb")
 
 
@@ -333,7 +351,7 @@ def _read_range(path: str, start: int, stop: int) -> bytes:
     """Bytes [start, stop) of the (decompressed) content of ``path``."""
     try:
         with _open_stream(path) as fh:
-            if isinstance(fh, gzip.GzipFile):
+            if not fh.seekable() or _compression(path) is not None:
                 remaining = start
                 while remaining > 0:
                     got = fh.read(min(remaining, 2**24))
@@ -577,22 +595,13 @@ def _read_files_part(part: _Part, tokenizer: Tokenizer) -> list[DocChunk]:
                 text, replaced = _decode(fh.read())
             builder.add(tokenizer(text), replaced)
     else:
-        try:
-            with tarfile.open(src.path, mode="r|*") as tar:
-                i = 0
-                for member in tar:
-                    if not member.isfile():
-                        continue
-                    if i >= part.stop:
-                        break
-                    if i >= part.start:
-                        fh = tar.extractfile(member)
-                        raw = fh.read() if fh is not None else b""
-                        text, replaced = _decode(raw)
-                        builder.add(tokenizer(text), replaced)
-                    i += 1
-        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-            raise CorpusError(src.path, f"cannot read archive: {exc}") from exc
+        members: tuple[tuple[int, int], ...] = part.opt("members", ())
+        if members:
+            base = members[0][0]
+            raw = _read_range(src.path, base, members[-1][0] + members[-1][1])
+            for off, size in members:
+                text, replaced = _decode(raw[off - base : off - base + size])
+                builder.add(tokenizer(text), replaced)
     builder.flush()
     return builder.chunks
 
@@ -783,8 +792,36 @@ def _read_part(part: _Part, tokenizer: Tokenizer) -> list[DocChunk]:
 # ----------------------------------------------------------------------------- planning
 
 
+MAX_COMPRESSED_PARTITION = 64 * 2**20
+COMPRESSED_MAX_PARTS = 8
+
+
+def _compressed_blocksize(blocksize: int, decompressed: int) -> int:
+    """Partition size for a compressed file.
+
+    A compressed stream cannot be entered in the middle: a partition decompresses everything
+    before its range. Few, larger partitions keep that waste to a few passes over the file
+    (at most ``COMPRESSED_MAX_PARTS`` partitions unless they would exceed 64 MiB each). For
+    corpora of many GB, shard the input or convert it to HDF5 (``streamtopic convert``).
+    """
+    return int(max(blocksize, min(MAX_COMPRESSED_PARTITION, decompressed // COMPRESSED_MAX_PARTS + 1)))
+
+
+def _gzip_size_estimate(path: str) -> int:
+    """Decompressed size of a gzip file from its trailer (exact below 4 GiB, one member)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        fh.seek(max(0, size - 4))
+        isize = int.from_bytes(fh.read(4), "little")
+    return isize if isize >= size else size * 4
+
+
 def _plan_source(src: Source, blocksize: int, options: tuple[tuple[str, Any], ...]) -> list[_Part]:
     path = src.path
+    kind = _compression(path) if not os.path.isdir(path) else None
+    if kind is not None and src.format != "files":
+        estimate = _gzip_size_estimate(path) if kind == "gzip" else src.size * 5
+        blocksize = _compressed_blocksize(blocksize, estimate)
     if src.format == "uci":
         D, W, NNZ, start = _uci_header(path)
         offsets, lines, _ = _line_splits(path, start, blocksize, key=_uci_key)
@@ -808,16 +845,19 @@ def _plan_source(src: Source, blocksize: int, options: tuple[tuple[str, Any], ..
             if b > a
         ] or parts
     if src.format == "files":
-        sizes = _member_sizes(src)
+        members = _members(src)
+        if kind is not None:
+            blocksize = _compressed_blocksize(blocksize, sum(m[1] for m in members))
         parts = []
         lo, acc = 0, 0
-        for i, s in enumerate(sizes):
-            acc += s
-            if acc >= blocksize or i - lo + 1 >= CHUNK_DOCS * 4:
-                parts.append(_Part(src, "members", lo, i + 1, lo, None, options))
+        for i, (_, size) in enumerate(members):
+            acc += size
+            if acc >= blocksize or i - lo + 1 >= CHUNK_DOCS * 4 or i == len(members) - 1:
+                opts = options
+                if not os.path.isdir(path):
+                    opts = options + (("members", tuple(members[lo : i + 1])),)
+                parts.append(_Part(src, "members", lo, i + 1, lo, None, opts))
                 lo, acc = i + 1, 0
-        if lo < len(sizes):
-            parts.append(_Part(src, "members", lo, len(sizes), lo, None, options))
         return parts
     if src.format == "hdf5":
         import h5py
@@ -842,12 +882,15 @@ def _plan_source(src: Source, blocksize: int, options: tuple[tuple[str, Any], ..
     raise ValueError(f"format={src.format!r}: expected one of {', '.join(FORMATS)}")
 
 
-def _member_sizes(src: Source) -> list[int]:
+def _members(src: Source) -> list[tuple[int, int]]:
+    """(offset, size) of each document: for an archive, the byte offset of the member's data
+    in the decompressed tar stream, so a partition reads one byte range and never parses the
+    headers before it; for a directory, (0, file size)."""
     if os.path.isdir(src.path):
-        return [os.path.getsize(os.path.join(src.path, r)) for r in _list_tree(src.path)]
+        return [(0, os.path.getsize(os.path.join(src.path, r))) for r in _list_tree(src.path)]
     try:
         with tarfile.open(src.path, mode="r:*") as tar:
-            return [m.size for m in tar.getmembers() if m.isfile()]
+            return [(m.offset_data, m.size) for m in tar.getmembers() if m.isfile()]
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
         raise CorpusError(src.path, f"cannot read archive: {exc}") from exc
 

@@ -1,0 +1,331 @@
+"""Ingestion: Q in the store equals an independent dense computation; incremental updates."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import tarfile
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from click.testing import CliRunner
+
+import streamtopic as st
+from streamtopic.cli import main
+from streamtopic.cooccurrence import DuplicateInputError, document_cooccurrence
+
+from ._reference import (
+    count_matrix,
+    dense_cooccurrence_sum,
+    prune,
+    read_tar_docs,
+    read_uci,
+    tokenize,
+)
+
+
+def rel_err(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def _aligned_reference(H, terms, store):
+    """Reference Σ Q_d with rows/columns in the store's vocabulary order."""
+    pos = {t: i for i, t in enumerate(terms)}
+    assert sorted(store.vocab) == sorted(terms)
+    order = [pos[t] for t in store.vocab]
+    return dense_cooccurrence_sum(sp.csr_matrix(H)[:, order]), sp.csr_matrix(H)[:, order]
+
+
+# ------------------------------------------------------------------------ exactness on real data
+
+
+def test_kos_matches_dense_reference(shared_data, tmp_path):
+    kos = shared_data / "uci-kos"
+    report = st.ingest(str(kos / "docword.kos.txt.gz"), tmp_path / "kos.zarr", progress=False)
+    store = st.CooccurrenceStore.open(tmp_path / "kos.zarr")
+    H, terms = read_uci(str(kos / "docword.kos.txt.gz"), str(kos / "vocab.kos.txt"))
+    Hp, kept = prune(H, terms, min_df=5, max_df=0.5, keep_n=100_000)
+    assert store.vocab == kept  # same terms, same order (df descending, then term)
+    ref, Hs = _aligned_reference(Hp, kept, store)
+    got = store.Q_sum.compute()
+    assert rel_err(got, ref) <= 1e-12
+    n = np.asarray(Hs.sum(axis=1)).ravel()
+    assert store.n_docs == report.n_docs == int((n >= 2).sum())
+    assert store.n_tokens == int(n[n >= 2].sum())
+    np.testing.assert_array_equal(store.word_counts, np.asarray(Hs[n >= 2].sum(axis=0)).ravel())
+    np.testing.assert_array_equal(store.doc_freq, np.asarray((Hs[n >= 2] > 0).sum(axis=0)).ravel())
+    assert report.n_oov_tokens == int(H.sum() - Hp.sum())
+    np.testing.assert_allclose(store.Q.sum().compute(), 1.0, rtol=1e-12)
+
+
+def test_20newsgroups_matches_dense_reference(shared_data, tmp_path):
+    tar = shared_data / "20newsgroups" / "20news-bydate.tar.gz"
+    st.ingest(str(tar), tmp_path / "ng.zarr", keep_n=1500, progress=False)
+    store = st.CooccurrenceStore.open(tmp_path / "ng.zarr")
+    docs = [tokenize(d) for d in read_tar_docs(str(tar))]
+    assert len(docs) == 18_846
+    H, terms = count_matrix(docs)
+    Hp, kept = prune(H, terms, min_df=5, max_df=0.5, keep_n=1500)
+    assert store.vocab == kept
+    ref, _ = _aligned_reference(Hp, kept, store)
+    assert rel_err(store.Q_sum.compute(), ref) <= 1e-12
+    assert store.n_docs == int((np.asarray(Hp.sum(axis=1)).ravel() >= 2).sum())
+
+
+def _random_docs(rng, n_docs, vocab, mean_len=30):
+    lens = rng.poisson(mean_len, size=n_docs)
+    p = rng.dirichlet(np.full(len(vocab), 0.3))
+    return [[vocab[i] for i in rng.choice(len(vocab), size=k, p=p)] for k in lens]
+
+
+def _write_all_formats(tmp_path, docs, vocab):
+    """The same documents as text, gzip text, JSON Lines, UCI, HDF5, a tree and a tarball."""
+    out = {}
+    text = "\n".join(" ".join(d) for d in docs) + "\n"
+    (tmp_path / "c.txt").write_text(text)
+    out["text"] = tmp_path / "c.txt"
+    with gzip.open(tmp_path / "cz.txt.gz", "wt") as fh:
+        fh.write(text)
+    out["text.gz"] = tmp_path / "cz.txt.gz"
+    with open(tmp_path / "c.jsonl", "w") as fh:
+        for i, d in enumerate(docs):
+            fh.write(json.dumps({"id": i, "body": " ".join(d)}) + "\n")
+    out["jsonl"] = tmp_path / "c.jsonl"
+    index = {t: i for i, t in enumerate(vocab)}
+    entries = []
+    for di, d in enumerate(docs):
+        ids, cnt = np.unique([index[t] for t in d], return_counts=True)
+        entries += [(di + 1, i + 1, c) for i, c in zip(ids.tolist(), cnt.tolist())]
+    with open(tmp_path / "docword.syn.txt", "w") as fh:
+        fh.write(f"{len(docs)}\n{len(vocab)}\n{len(entries)}\n")
+        fh.writelines(f"{a} {b} {c}\n" for a, b, c in entries)
+    (tmp_path / "vocab.syn.txt").write_text("\n".join(vocab) + "\n")
+    out["uci"] = tmp_path / "docword.syn.txt"
+    tree = tmp_path / "tree"
+    for i, d in enumerate(docs):
+        sub = tree / f"g{i % 3}"
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / f"{i:05d}").write_text(" ".join(d))
+    out["files"] = tree
+    with tarfile.open(tmp_path / "c.tar.gz", "w:gz") as tf:
+        tf.add(tree, arcname="tree")
+    out["tar"] = tmp_path / "c.tar.gz"
+    H, terms = count_matrix(docs)
+    with st.corpus.HDF5CorpusWriter(tmp_path / "c.h5") as w:
+        w.append(H.astype(np.int32), terms)
+    out["hdf5"] = tmp_path / "c.h5"
+    return out
+
+
+def test_every_format_gives_the_same_exact_q(tmp_path):
+    rng = np.random.default_rng(7)
+    vocab = [f"w{i:03d}" for i in range(120)]
+    docs = _random_docs(rng, 400, vocab)
+    docs[5] = ["w001"]  # a one-token document: skipped and counted
+    docs[9] = []
+    paths = _write_all_formats(tmp_path, docs, vocab)
+    H, terms = count_matrix(docs)
+    ref = None
+    for name, path in paths.items():
+        store_path = tmp_path / f"{name}.zarr"
+        kw = {"text_field": "body"} if name == "jsonl" else {}
+        rep = st.ingest(str(path), store_path, min_df=1, max_df=1.0, chunk_size=50,
+                        blocksize=2000, progress=False, **kw)
+        store = st.CooccurrenceStore.open(store_path)
+        if ref is None:
+            ref, _ = _aligned_reference(H, terms, store)
+        got = store.Q_sum.compute()
+        assert rel_err(got, ref) <= 1e-12, name
+        assert store.n_docs == 398, name
+        # files, tarball and UCI count the empty document; every reader counts the 1-token one
+        assert rep.n_skipped_docs >= 1, name
+    # the tree and the tarball hold documents in path order, like the others; so do their Qs
+    assert store.vocab == st.CooccurrenceStore.open(tmp_path / "text.zarr").vocab
+
+
+def test_partitioning_does_not_change_q(shared_data, tmp_path):
+    """Record-aligned splits: tiny partitions, plain and gzip files, all give the same Q."""
+    kos = shared_data / "uci-kos"
+    plain = tmp_path / "docword.kos.txt"
+    with gzip.open(kos / "docword.kos.txt.gz", "rb") as src, open(plain, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    shutil.copy(kos / "vocab.kos.txt", tmp_path / "vocab.kos.txt")
+    corpus = st.read_corpus(str(plain), blocksize=50_000)
+    assert corpus.npartitions > 20
+    q = {}
+    for name, path, bs in [("plain-small", plain, 50_000), ("gz", kos / "docword.kos.txt.gz", None),
+                           ("plain-one", plain, 10**9)]:
+        st.ingest(str(path), tmp_path / f"{name}.zarr", blocksize=bs, min_df=1, max_df=1.0,
+                  progress=False)
+        q[name] = st.CooccurrenceStore.open(tmp_path / f"{name}.zarr").Q_sum.compute()
+    assert rel_err(q["plain-small"], q["plain-one"]) <= 1e-12
+    assert rel_err(q["gz"], q["plain-one"]) <= 1e-12
+
+
+def test_gzip_text_splits_are_line_aligned(tmp_path):
+    lines = [f"doc{i} " + " ".join(["tok%d" % (i % 17)] * (1 + i % 5)) for i in range(5000)]
+    with gzip.open(tmp_path / "t.txt.gz", "wt") as fh:
+        fh.write("\n".join(lines) + "\n")
+    (tmp_path / "t.txt").write_text("\n".join(lines) + "\n")
+    for name in ("t.txt.gz", "t.txt"):
+        corpus = st.read_corpus(str(tmp_path / name), blocksize=3000)
+        assert corpus.npartitions > 4
+        n = sum(ch.n_docs for ch in corpus.iter_chunks())
+        assert n == 5000, name
+
+
+# ------------------------------------------------------------------------ incremental updates
+
+
+def _two_corpora(tmp_path):
+    rng = np.random.default_rng(3)
+    vocab = [f"t{i:03d}" for i in range(80)]
+    a = _random_docs(rng, 300, vocab)
+    b = _random_docs(rng, 200, vocab)
+    b[0] = b[0] + ["brandnew", "brandnew", "unseen"]  # out of the frozen vocabulary
+    pa, pb = tmp_path / "a.txt", tmp_path / "b.txt"
+    pa.write_text("\n".join(" ".join(d) for d in a) + "\n")
+    pb.write_text("\n".join(" ".join(d) for d in b) + "\n")
+    return pa, pb
+
+
+def test_incremental_equals_joint(tmp_path):
+    pa, pb = _two_corpora(tmp_path)
+    vocab_file = tmp_path / "vocab.txt"
+    vocab_file.write_text("\n".join(f"t{i:03d}" for i in range(80)) + "\n")
+    st.ingest(str(pa), tmp_path / "inc.zarr", vocab=str(vocab_file), chunk_size=16,
+              progress=False)
+    rep = st.ingest(str(pb), tmp_path / "inc.zarr", progress=False)
+    assert rep.n_oov_tokens == 3
+    st.ingest([str(pa), str(pb)], tmp_path / "joint.zarr", vocab=str(vocab_file),
+              chunk_size=16, progress=False)
+    inc = st.CooccurrenceStore.open(tmp_path / "inc.zarr")
+    joint = st.CooccurrenceStore.open(tmp_path / "joint.zarr")
+    assert inc.version == 2 and joint.version == 1
+    assert rel_err(inc.Q_sum.compute(), joint.Q_sum.compute()) <= 1e-12
+    assert rel_err(inc.Q.compute(), joint.Q.compute()) <= 1e-12
+    assert inc.n_docs == joint.n_docs and inc.n_tokens == joint.n_tokens
+    np.testing.assert_array_equal(inc.word_counts, joint.word_counts)
+    np.testing.assert_array_equal(inc.doc_freq, joint.doc_freq)
+    assert [s["path"] for s in inc.sources] == [str(pa), str(pb)]
+    assert [s["version"] for s in inc.sources] == [1, 2]
+    assert inc.info()["n_oov_tokens"] == 3
+
+
+def test_update_rewrites_only_touched_blocks(tmp_path):
+    vocab = [f"v{i:02d}" for i in range(40)]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    (tmp_path / "a.txt").write_text("v00 v01 v30 v31\nv05 v35 v36\n")
+    (tmp_path / "b.txt").write_text("v00 v01 v02\nv03 v04\n")  # words of block 0 only
+    st.ingest(str(tmp_path / "a.txt"), tmp_path / "s.zarr", vocab=str(tmp_path / "vocab.txt"),
+              chunk_size=10, progress=False)
+    before = st.CooccurrenceStore.open(tmp_path / "s.zarr")
+    q1 = before.Q_sum.compute()
+    st.ingest(str(tmp_path / "b.txt"), tmp_path / "s.zarr", progress=False)
+    after = st.CooccurrenceStore.open(tmp_path / "s.zarr")
+    bv = after.block_versions
+    assert bv[0, 0] == 2  # changed by the update
+    assert bv[0, 3] == 1 and bv[3, 3] == 1  # untouched, still read from version 1
+    assert bv[1, 1] == 0  # never written: all zero
+    q2 = after.Q_sum.compute()
+    np.testing.assert_array_equal(q2[10:, :], q1[10:, :])
+    add, _ = document_cooccurrence(
+        sp.csr_matrix(np.array([[1, 1, 1, 0, 0] + [0] * 35, [0, 0, 0, 1, 1] + [0] * 35]))
+    )
+    np.testing.assert_allclose(q2 - q1, add.toarray(), rtol=0, atol=1e-15)
+    # superseded data of version 1 is gone from disk, referenced blocks are kept
+    assert not os.path.exists(tmp_path / "s.zarr/versions/v000001/Q/c/0/0")
+    assert os.path.exists(tmp_path / "s.zarr/versions/v000001/Q/c/0/3")
+
+
+def test_duplicate_input_refused_or_skipped(tmp_path):
+    pa, pb = _two_corpora(tmp_path)
+    path = tmp_path / "d.zarr"
+    st.ingest(str(pa), path, min_df=1, progress=False)
+    q = st.CooccurrenceStore.open(path).Q_sum.compute()
+    with pytest.raises(DuplicateInputError, match="already ingested"):
+        st.ingest(str(pa), path, progress=False)
+    rep = st.ingest([str(pa), str(pb)], path, skip_existing=True, progress=False)
+    assert rep.skipped_inputs == [str(pa)]
+    s = st.CooccurrenceStore.open(path)
+    assert s.version == 2 and len(s.sources) == 2
+    rep = st.ingest([str(pa), str(pb)], path, skip_existing=True, progress=False)
+    assert rep.n_docs == 0 and st.CooccurrenceStore.open(path).version == 2
+    # the same content under another path is another input
+    shutil.copy(pa, tmp_path / "copy.txt")
+    st.ingest(str(tmp_path / "copy.txt"), path, progress=False)
+    assert st.CooccurrenceStore.open(path).version == 3
+    assert not np.array_equal(q, st.CooccurrenceStore.open(path).Q_sum.compute())
+
+
+def test_from_array_roundtrip(tmp_path):
+    rng = np.random.default_rng(0)
+    A = rng.random((30, 30))
+    Q = (A + A.T) / (A + A.T).sum()
+    vocab = [f"x{i}" for i in range(30)]
+    s = st.CooccurrenceStore.from_array(Q, vocab, tmp_path / "pop.zarr", n_docs=1000,
+                                        chunk_size=7)
+    again = st.CooccurrenceStore.open(tmp_path / "pop.zarr")
+    np.testing.assert_allclose(again.Q.compute(), Q, rtol=1e-14)
+    np.testing.assert_allclose(again.Q_sum.compute(), Q * 1000, rtol=1e-14)
+    assert again.n_docs == 1000 and again.vocab == vocab and not again.counts_known
+    assert s.Q.chunks[0] == (7, 7, 7, 7, 2)
+
+
+# ------------------------------------------------------------------------ command line
+
+
+def test_cli_ingest_and_info(shared_data, tmp_path):
+    runner = CliRunner()
+    store = tmp_path / "kos.zarr"
+    docword = str(shared_data / "uci-kos" / "docword.kos.txt.gz")
+    res = runner.invoke(main, ["ingest", docword, "--store", str(store), "--local", "threads"])
+    assert res.exit_code == 0, res.output
+    assert "3,430 documents" in res.output
+    res = runner.invoke(main, ["info", str(store)])
+    assert res.exit_code == 0, res.output
+    for field in ("vocabulary (V)", "documents", "tokens", "density", "size on disk", "sources:"):
+        assert field in res.output
+    res = runner.invoke(main, ["info", str(store), "--json"])
+    info = json.loads(res.output)
+    assert info["n_docs"] == 3430 and info["V"] == 6839 and info["sources"][0]["sha256"]
+    assert 0 < info["density"] <= 1
+    res = runner.invoke(main, ["ingest", docword, "--store", str(store), "--local", "threads"])
+    assert res.exit_code != 0 and "already ingested" in res.output
+
+
+def test_cli_local_cluster_equals_threads(shared_data, tmp_path):
+    """The default local cluster (worker processes) gives exactly the threaded result."""
+    runner = CliRunner()
+    docword = str(shared_data / "uci-kos" / "docword.kos.txt.gz")
+    res = runner.invoke(main, ["ingest", docword, "--store", str(tmp_path / "c.zarr"),
+                               "--workers", "2"])
+    assert res.exit_code == 0, res.output
+    st.ingest(docword, tmp_path / "t.zarr", progress=False)
+    a = st.CooccurrenceStore.open(tmp_path / "c.zarr").Q_sum.compute()
+    b = st.CooccurrenceStore.open(tmp_path / "t.zarr").Q_sum.compute()
+    np.testing.assert_array_equal(a, b)
+
+
+def test_progress_bar_shown(shared_data, tmp_path, capsys):
+    st.ingest(str(shared_data / "uci-kos" / "docword.kos.txt.gz"), tmp_path / "p.zarr")
+    err = capsys.readouterr().err
+    assert "co-occurrence" in err and "100% Completed" in err
+
+
+def test_convert_then_ingest_hdf5(shared_data, tmp_path):
+    runner = CliRunner()
+    docword = str(shared_data / "uci-kos" / "docword.kos.txt.gz")
+    out = tmp_path / "kos.h5"
+    res = runner.invoke(main, ["convert", docword, "-o", str(out), "--local", "threads", "-q"])
+    assert res.exit_code == 0, res.output
+    assert st.corpus.detect_format(str(out)) == "hdf5"
+    st.ingest(str(out), tmp_path / "h.zarr", progress=False)
+    st.ingest(docword, tmp_path / "u.zarr", progress=False)
+    a = st.CooccurrenceStore.open(tmp_path / "h.zarr")
+    b = st.CooccurrenceStore.open(tmp_path / "u.zarr")
+    assert a.vocab == b.vocab
+    assert rel_err(a.Q_sum.compute(), b.Q_sum.compute()) <= 1e-12
