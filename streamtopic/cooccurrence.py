@@ -132,6 +132,8 @@ class _Stats:
     word_counts: np.ndarray | None = None
     doc_freq: np.ndarray | None = None
     per_source: dict[str, dict[str, int]] = field(default_factory=dict)
+    # UCI chunks: (source, first docID − 1, last docID − 1, byte offset of the chunk's first line)
+    doc_ranges: list[tuple[str, int, int, int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.word_counts is None:
@@ -147,6 +149,7 @@ class _Stats:
         self.n_replaced += other.n_replaced
         self.word_counts += other.word_counts
         self.doc_freq += other.doc_freq
+        self.doc_ranges.extend(other.doc_ranges)
         for src, d in other.per_source.items():
             mine = self.per_source.setdefault(src, {})
             for k, v in d.items():
@@ -220,8 +223,8 @@ def _partition_partial(
         src["oov"] = src.get("oov", 0) + oov
         src["rows"] = src.get("rows", 0) + ch.n_docs
         if ch.vocab_key is not None and ch.vocab_key.startswith("uci:"):
-            src["entries"] = src.get("entries", 0) + int(ch.counts.nnz)
-            src["max_doc"] = max(src.get("max_doc", 0), ch.first_doc + ch.n_docs)
+            src["entries"] = src.get("entries", 0) + int(ch.n_records)
+            stats.doc_ranges.append((ch.source, ch.first_doc, ch.last_doc, ch.offset))
         stats.n_docs += int(used.sum())
         stats.n_skipped += int((~used).sum())
         stats.n_tokens += int(n[used].sum())
@@ -728,6 +731,17 @@ def _check_sources(corpus: Corpus, stats: _Stats) -> None:
         if src.format != "uci":
             continue
         D, W, NNZ, _ = _uci_header(src.path)
+        ranges = sorted((r for r in stats.doc_ranges if r[0] == src.path), key=lambda r: r[3])
+        for prev, cur in zip(ranges, ranges[1:]):
+            if cur[1] <= prev[2]:
+                from .corpus import _line_of_offset
+
+                raise CorpusError(
+                    src.path,
+                    f"entries must be sorted by docID (documents contiguous): docID {cur[1] + 1} "
+                    f"follows docID {prev[2] + 1}",
+                    line=_line_of_offset(src.path, cur[3]),
+                )
         got = stats.per_source.get(src.path, {}).get("entries", 0)
         if got != NNZ:
             raise CorpusError(

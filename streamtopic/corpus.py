@@ -118,6 +118,9 @@ class DocChunk:
     n_replaced: int = 0
     vocab_key: str | None = None
     term_ids: np.ndarray | None = None
+    n_records: int = 0  # UCI: entry lines read
+    last_doc: int = -1  # UCI: index of the last document (docID − 1)
+    offset: int = 0  # byte offset of the chunk's first record in ``source``
 
     @property
     def n_docs(self) -> int:
@@ -578,7 +581,12 @@ def _json_text(part: _Part, text: str, field_name: str, offset: int, i: int) -> 
         raise CorpusError(part.source.path, "a JSON Lines record must be an object", line=lineno())
     value = obj.get(field_name)
     if not isinstance(value, str):
-        what = "missing" if value is None else f"not a string ({type(value).__name__})"
+        if field_name not in obj:
+            what = "missing"
+        elif value is None:
+            what = "null"
+        else:
+            what = f"not a string ({type(value).__name__})"
         raise CorpusError(
             part.source.path, f"text field {field_name!r} is {what}", line=lineno()
         )
@@ -609,9 +617,18 @@ def _read_files_part(part: _Part, tokenizer: Tokenizer) -> list[DocChunk]:
 # --- UCI
 
 
-@lru_cache(maxsize=16)
+def _file_id(path: str) -> tuple[str, int, int]:
+    st = os.stat(path)
+    return path, st.st_mtime_ns, st.st_size
+
+
 def _uci_header(path: str) -> tuple[int, int, int, int]:
     """(D, W, NNZ, byte offset of the first entry)."""
+    return _uci_header_cached(*_file_id(path))
+
+
+@lru_cache(maxsize=16)
+def _uci_header_cached(path: str, mtime_ns: int, size: int) -> tuple[int, int, int, int]:
     try:
         with _open_stream(path) as fh:
             lines = [fh.readline() for _ in range(3)]
@@ -635,10 +652,15 @@ def _uci_header(path: str) -> tuple[int, int, int, int]:
     return values[0], values[1], values[2], sum(len(x) for x in lines)
 
 
-@lru_cache(maxsize=16)
 def _source_vocab(key: str) -> tuple[str, ...]:
-    """The id -> term list of a source vocabulary (``uci:PATH`` or ``hdf5:PATH``)."""
+    """The id -> term list of a source vocabulary (``uci:PATH`` or ``hdf5:PATH``); cached per
+    process while the file is unchanged."""
     kind, path = key.split(":", 1)
+    return _source_vocab_cached(kind, *_file_id(path))
+
+
+@lru_cache(maxsize=16)
+def _source_vocab_cached(kind: str, path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
     if kind == "uci":
         return tuple(read_vocab_file(path))
     import h5py
@@ -659,12 +681,11 @@ def _read_uci_part(part: _Part) -> list[DocChunk]:
     path = part.source.path
     D, W, NNZ, _ = _uci_header(path)
     raw = _read_range(path, part.start, part.stop)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        arr = np.fromstring(raw, dtype=np.int64, sep=" ") if raw.strip() else np.zeros(0, np.int64)
+    arr = _parse_ints(raw)
     n_lines = raw.count(b"\n") + (0 if raw.endswith(b"\n") or not raw else 1)
-    if arr.size != 3 * n_lines:
+    if arr is None or arr.size != 3 * n_lines:
         _uci_check_lines(part, raw)  # raises on a malformed line; blank lines are allowed
+        arr = np.array(raw.split(), dtype=np.int64)
     entries = arr.reshape(-1, 3)
     doc, word, cnt = entries[:, 0], entries[:, 1], entries[:, 2]
     bad = (doc < 1) | (doc > D)
@@ -692,6 +713,7 @@ def _read_uci_part(part: _Part) -> list[DocChunk]:
     chunks: list[DocChunk] = []
     if doc.size == 0:
         return chunks
+    line_starts = _entry_line_starts(raw, doc.size)
     # documents (docIDs) in this range, in order; each becomes a row
     starts = np.flatnonzero(np.r_[True, doc[1:] != doc[:-1]])
     doc_ids = doc[starts]
@@ -709,10 +731,38 @@ def _read_uci_part(part: _Part) -> list[DocChunk]:
         )
         m.sum_duplicates()
         chunk = DocChunk(
-            m, [vocab[i] for i in uniq.tolist()], path, int(doc_ids[c0]) - 1, 0, key, uniq
+            m, [vocab[i] for i in uniq.tolist()], path, int(doc_ids[c0]) - 1, 0, key, uniq,
+            n_records=int(e1 - e0), last_doc=int(doc_ids[c1 - 1]) - 1,
+            offset=part.start + int(line_starts[e0]),
         )
         chunks.append(chunk)
     return chunks
+
+
+def _entry_line_starts(raw: bytes, n_entries: int) -> np.ndarray:
+    """Byte offset (within ``raw``) of each of the ``n_entries`` non-blank lines."""
+    nl = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10)
+    starts = np.r_[0, nl + 1]
+    ends = np.r_[nl, len(raw)]
+    if raw.endswith(b"\n"):
+        starts, ends = starts[:-1], ends[:-1]
+    if starts.size == n_entries:
+        return starts
+    keep = np.array([bool(raw[a:b].strip()) for a, b in zip(starts.tolist(), ends.tolist())])
+    return starts[keep]
+
+
+def _parse_ints(raw: bytes) -> np.ndarray | None:
+    """All whitespace-separated integers of ``raw``, or None if anything else is there
+    (numpy warns or raises on unmatched data, depending on its version)."""
+    if not raw.strip():
+        return np.zeros(0, np.int64)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return np.fromstring(raw, dtype=np.int64, sep=" ")
+    except (ValueError, DeprecationWarning):
+        return None
 
 
 def _uci_raise_at(part: _Part, raw: bytes, entry: int, message: str) -> None:
