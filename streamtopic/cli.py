@@ -6,7 +6,7 @@ import functools
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
@@ -32,12 +32,23 @@ def _scheduler_options(f: Callable[..., Any]) -> Callable[..., Any]:
         help="Worker processes of the local cluster (default: one per core).",
     )(f)
     f = click.option(
-        "--local", "local_mode", type=click.Choice(["cluster", "threads", "sync"]),
-        default="cluster", show_default=True,
-        help="What runs when no scheduler is named.",
+        "--local", "local_mode", type=click.Choice(["auto", "cluster", "inproc", "threads", "sync"]),
+        default="auto", show_default=True,
+        help="What runs when no scheduler is named: 'auto' uses threads for numerical inputs "
+             "(UCI, HDF5, stores) and a local cluster of processes (with dashboard) for text.",
     )(f)
     f = click.option("--quiet", "-q", is_flag=True, help="No progress bars or dashboard link.")(f)
     return f
+
+
+def _numeric_inputs(inputs: Sequence[str], fmt: str) -> bool:
+    """Whether every input is numerical (UCI or HDF5): no tokenising, threads suffice."""
+    from .corpus import _expand_inputs
+
+    try:
+        return all(f in ("uci", "hdf5") for _, f in _expand_inputs(list(inputs), fmt))
+    except (CorpusError, OSError):
+        return False  # the ingest itself reports the error
 
 
 def _errors(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -82,7 +93,7 @@ def main(verbose: bool) -> None:
 @click.option("--text-field", default="text", show_default=True, help="JSON Lines text field.")
 @click.option("--skip-existing", is_flag=True, help="Skip inputs already in the store.")
 @click.option("--blocksize", type=click.IntRange(min=1), default=None,
-              help="Bytes of input per partition (default: up to 16 MiB).")
+              help="Bytes of input per partition (default: up to 6 MiB).")
 @click.option("--chunk-size", type=click.IntRange(min=1), default=None,
               help="Rows/columns per zarr block of Q (new store; default min(V, 2048)).")
 @_scheduler_options
@@ -102,7 +113,8 @@ def ingest(
     from .cooccurrence import ingest as do_ingest
 
     with scheduler_context(
-        scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode, quiet=quiet
+        scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
+        numeric=_numeric_inputs(inputs, fmt), quiet=quiet,
     ):
         report = do_ingest(
             list(inputs), store_path, format=fmt, vocab=vocab, min_df=min_df, max_df=max_df,

@@ -2,8 +2,10 @@
 
 One switch selects the scheduler for every command: ``--scheduler ADDRESS``,
 ``--scheduler-file FILE`` or the environment variable ``STREAMTOPIC_SCHEDULER`` (an address, or a
-path to a scheduler file). With none of them the command line starts a local cluster of worker
-processes (one single-threaded worker per core, BLAS pinned to one thread, dashboard on).
+path to a scheduler file). With none of them the command line runs locally (``--local``): for
+text it starts a local cluster of worker processes (one single-threaded worker per core, BLAS
+pinned to one thread, dashboard on), since tokenising holds the GIL; for numerical work (UCI and
+HDF5 inputs, fitting a store) Dask's threaded scheduler, which shares memory without copies.
 
 The Python API follows Dask's conventions instead: it uses the active ``distributed.Client`` if
 there is one, else the scheduler set with ``dask.config.set(scheduler=...)``, else threads.
@@ -79,7 +81,8 @@ def scheduler(
     scheduler_file: str | None = None,
     *,
     n_workers: int | None = None,
-    local: str = "cluster",
+    local: str = "auto",
+    numeric: bool = False,
     quiet: bool = False,
 ) -> Iterator[Any | None]:
     """Connect to, or start, the scheduler for one command.
@@ -92,9 +95,13 @@ def scheduler(
         A scheduler file written by ``dask scheduler --scheduler-file``.
     n_workers : int, optional
         Worker processes of the local cluster (default: the number of cores).
-    local : {'cluster', 'threads', 'sync'}
-        What runs when no scheduler is named: a local cluster of processes, or Dask's
-        threaded or synchronous scheduler in this process.
+    local : {'auto', 'cluster', 'inproc', 'threads', 'sync'}
+        What runs when no scheduler is named: a local cluster of worker processes (with the
+        dashboard), a one-worker cluster inside this process, or Dask's threaded or
+        synchronous scheduler. ``auto`` picks threads for ``numeric`` work (it releases the
+        GIL, and threads share memory without copies) and the process cluster otherwise.
+    numeric : bool
+        The work is numerical (UCI/HDF5 inputs, or a stored Q): no Python tokenising.
     quiet : bool
         Do not print the dashboard link.
 
@@ -123,25 +130,33 @@ def scheduler(
             _announce(client, quiet)
             yield client
         return
+    if local == "auto":
+        local = "threads" if numeric else "cluster"
     if local in ("threads", "sync"):
         import dask
 
         with dask.config.set(scheduler="threads" if local == "threads" else "sync"):
             yield None
         return
-    if local != "cluster":
-        raise ValueError(f"local={local!r}: expected 'cluster', 'threads' or 'sync'")
+    if local not in ("cluster", "inproc"):
+        raise ValueError(
+            f"local={local!r}: expected 'cluster', 'inproc', 'threads' or 'sync'"
+        )
     from distributed import Client, LocalCluster
 
     n = n_workers or max(1, os.cpu_count() or 1)
     if not log.isEnabledFor(logging.INFO):
         logging.getLogger("distributed").setLevel(logging.ERROR)
+    if local == "inproc":
+        # one worker in this process, one thread per core: no pickling or transfers between
+        # tasks; right for numerical work that releases the GIL
+        kwargs: dict[str, Any] = {"n_workers": 1, "threads_per_worker": n, "processes": False}
+    else:
+        kwargs = {"n_workers": n, "threads_per_worker": 1, "processes": True}
     cluster = LocalCluster(
-        n_workers=n,
-        threads_per_worker=1,
-        processes=True,
         dashboard_address=_dashboard_address(),
         silence_logs=logging.ERROR,
+        **kwargs,
     )
     with cluster, Client(cluster) as client:
         _announce(client, quiet)

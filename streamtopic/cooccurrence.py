@@ -11,7 +11,8 @@ The pipeline, all in Dask:
 
 1. each corpus partition yields a sparse partial sum (``H_pᵀ W H_p`` with the diagonal
    corrected), cut into *groups* of whole zarr blocks;
-2. per group, a tree reduction sums the partitions' pieces;
+2. per group, a linear chain of tasks adds the partitions' pieces into one running sum (so
+   memory does not grow with the number of partitions);
 3. per group, exactly one task adds the sum to the head's blocks and writes the new version's
    blocks (no two tasks ever write one chunk);
 4. the client commits the version: one atomic switch of the store's head.
@@ -37,7 +38,7 @@ from .vocabulary import Tokenizer, TermStats, Vocabulary, read_vocab_file, valid
 __all__ = ["IngestReport", "ingest", "document_cooccurrence", "GROUP_BYTES", "SPLIT_EVERY"]
 
 GROUP_BYTES = 128 * 2**20  # dense bytes of Q one reduction group covers at most
-SPLIT_EVERY = 8  # fan-in of the reduction trees
+SPLIT_EVERY = 2  # fan-in of the reduction trees: pairwise sums free partials soonest
 DENSE_FRACTION = 0.25  # a partial piece denser than this is summed as a dense array
 
 DEFAULT_MIN_DF = 5
@@ -63,20 +64,47 @@ def document_cooccurrence(H: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
     H = sp.csr_matrix(H, dtype=np.float64)
     n = np.asarray(H.sum(axis=1)).ravel()
     used = n >= 2
-    Hu = H[used]
-    nu = n[used]
+    V = H.shape[1]
+    Hu, Hw, diag = _weighted(H[used])
+    S = _product(Hu.tocsc(), Hw.tocsc(), diag, 0, V, 0, V)
+    return S, used
+
+
+def _weighted(Hu: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
+    """Hu, Hw = diag(w) Hu with w_d = 1/(n_d(n_d−1)), and the exact diagonal of Σ_d Q_d."""
+    nu = np.asarray(Hu.sum(axis=1)).ravel()
     w = 1.0 / (nu * (nu - 1.0))
     per_entry = np.repeat(w, np.diff(Hu.indptr))
-    Hw = Hu.copy()
-    Hw.data = Hu.data * per_entry
-    S = (Hu.T.tocsr() @ Hw).tocsr()
-    # diagonal: Σ_d (h_i² − h_i) w_d, computed term by term (exact zeros stay zero)
-    Hd = Hu.copy()
-    Hd.data = (Hu.data * Hu.data - Hu.data) * per_entry
+    Hw = sp.csr_matrix((Hu.data * per_entry, Hu.indices, Hu.indptr), shape=Hu.shape)
+    # diagonal: Σ_d (h_i² − h_i) w_d, term by term (exact zeros stay zero)
+    Hd = sp.csr_matrix(((Hu.data * Hu.data - Hu.data) * per_entry, Hu.indices, Hu.indptr),
+                       shape=Hu.shape)
     diag = np.asarray(Hd.sum(axis=0)).ravel()
-    S.setdiag(diag)
-    S.eliminate_zeros()
-    return S, used
+    return Hu, Hw, diag
+
+
+def _product(
+    Hc: sp.csc_matrix, Hwc: sp.csc_matrix, diag: np.ndarray, r0: int, r1: int, c0: int, c1: int,
+    dense_fraction: float = 2.0,
+) -> Any:
+    """Rows r0:r1 and columns c0:c1 of Σ_d Q_d, from column slices of H (cheap: H holds only
+    the tokens) rather than slices of the product. The result is a dense array when denser
+    than ``dense_fraction``, else CSR; either way its diagonal is the exact Σ_d (h_i² − h_i) w_d.
+    """
+    S = (Hc[:, r0:r1].T.tocsr() @ Hwc[:, c0:c1]).tocsr()
+    lo, hi = max(r0, c0), min(r1, c1)
+    if S.nnz > dense_fraction * (r1 - r0) * (c1 - c0):
+        D = S.toarray()
+        if lo < hi:
+            k = np.arange(lo, hi)
+            D[k - r0, k - c0] = diag[k]
+        return D
+    if lo < hi:  # overwrite the diagonal entries (every present word has one)
+        rows = np.repeat(np.arange(r1 - r0, dtype=np.int32), np.diff(S.indptr)) + r0
+        on = S.indices + c0 == rows
+        S.data[on] = diag[rows[on]]
+        S.eliminate_zeros()
+    return S
 
 
 # ----------------------------------------------------------------------------- grid of groups
@@ -188,19 +216,17 @@ def _to_global(chunk: DocChunk, index: dict[str, int], V: int) -> tuple[sp.csr_m
     return H, oov
 
 
-def _cut(S: sp.csr_matrix, grid: _Grid) -> list[Any]:
-    """Cut a V×V partial sum into the grid's groups (None for an empty piece)."""
+def _pieces(Hu: sp.csr_matrix, grid: _Grid) -> list[Any]:
+    """The partition's Σ_d Q_d cut into the grid's groups (None for an empty piece); a piece
+    denser than ``DENSE_FRACTION`` is a dense array."""
+    Hu, Hw, diag = _weighted(Hu)
+    Hc, Hwc = Hu.tocsc(), Hw.tocsc()
     pieces: list[Any] = []
     for i, g in grid.groups:
         r0, r1 = grid.rows(i)
         c0, c1 = grid.cols(g)
-        piece = S[r0:r1, c0:c1]
-        if piece.nnz == 0:
-            pieces.append(None)
-        elif piece.nnz > DENSE_FRACTION * (r1 - r0) * (c1 - c0):
-            pieces.append(piece.toarray())
-        else:
-            pieces.append(piece.tocsr())
+        piece = _product(Hc, Hwc, diag, r0, r1, c0, c1, DENSE_FRACTION)
+        pieces.append(None if not isinstance(piece, np.ndarray) and piece.nnz == 0 else piece)
     return pieces
 
 
@@ -238,8 +264,7 @@ def _partition_partial(
             blocks.append(Hu)
     if not blocks:
         return [([None] * len(grid.groups), stats)]
-    S, _ = document_cooccurrence(sp.vstack(blocks, format="csr"))
-    return [(_cut(S, grid), stats)]
+    return [(_pieces(sp.vstack(blocks, format="csr"), grid), stats)]
 
 
 def _add_piece(acc: Any, piece: Any) -> Any:
@@ -271,11 +296,14 @@ def _add_piece(acc: Any, piece: Any) -> Any:
     return total
 
 
-def _sum_group_leaf(g: int, *partitions: list[tuple[list[Any], _Stats]]) -> Any:
-    acc = None
-    for p in partitions:
-        acc = _add_piece(acc, p[0][0][g])
-    return acc
+def _piece_of(partition: list[tuple[list[Any], _Stats]], g: int) -> Any:
+    """Group ``g``'s piece of a partition's output (its own task, so that a reduction leaf
+    fetches only the pieces it sums)."""
+    return partition[0][0][g]
+
+
+def _stats_of(partition: list[tuple[list[Any], _Stats]]) -> _Stats:
+    return partition[0][1]
 
 
 def _sum_pieces(*pieces: Any) -> Any:
@@ -285,13 +313,15 @@ def _sum_pieces(*pieces: Any) -> Any:
     return acc
 
 
-def _sum_stats_leaf(*partitions: list[tuple[list[Any], _Stats]]) -> _Stats:
-    acc: _Stats | None = None
-    for p in partitions:
-        s = p[0][1]
-        acc = _Stats(s.V).add(s) if acc is None else acc.add(s)
-    assert acc is not None
-    return acc
+def _accumulate_piece(acc: Any, piece: Any, *tickets: None) -> tuple[Any, None]:
+    """One link of a group's accumulation chain: ``acc`` (the previous link's result, which
+    only this link consumes) plus a partition's piece, in place when ``acc`` is dense.
+
+    In-place is safe here: a link's input is read by no other task, and a failed link aborts
+    the whole round (nothing is written), so nothing can be counted twice. ``tickets`` are
+    the empty second outputs of other links: dependencies that only order the work.
+    Returns ``(sum, None)``; the None is this link's ticket."""
+    return _add_piece(acc, piece), None
 
 
 def _sum_stats(*stats: _Stats) -> _Stats:
@@ -332,14 +362,38 @@ def _write_group(
     return out
 
 
-def _tree(leaf: Any, combine: Any, items: Sequence[Any], *leading: Any) -> Any:
+def _chains(pieces: list[list[Any]]) -> list[Any]:
+    """Sum each group's pieces along a linear chain of tasks, the chains in lockstep.
+
+    ``pieces[g][k]`` is partition k's piece of group g. Link (k, g) adds it into group g's
+    running sum and also waits for the (empty) ticket of link (k, g−1), so that all groups
+    take partition k before any takes partition k+1: memory holds one running sum per group
+    plus the partitions in flight, however many partitions there are, and no running sum
+    ever moves to another group's worker. Returns the final sum of each group.
+    """
+    from dask import delayed
+
+    link = delayed(_accumulate_piece, pure=True, nout=2)
+    accs: list[Any] = [None] * len(pieces)
+    ticket: Any = None
+    for k in range(len(pieces[0])):
+        for g in range(len(pieces)):
+            extra = () if ticket is None else (ticket,)
+            accs[g], ticket = link(accs[g], pieces[g][k], *extra)
+    return [delayed(_first, pure=True)(a) for a in accs]
+
+
+def _first(x: Any) -> Any:
+    return x
+
+
+def _tree(combine: Any, items: Sequence[Any]) -> Any:
     """A reduction tree of delayed calls with fan-in ``SPLIT_EVERY``."""
     from dask import delayed
 
-    level = [
-        delayed(leaf, pure=True)(*leading, *items[k : k + SPLIT_EVERY])
-        for k in range(0, len(items), SPLIT_EVERY)
-    ]
+    level = list(items)
+    if len(level) == 1:
+        return delayed(combine, pure=True)(level[0])
     while len(level) > 1:
         level = [
             delayed(combine, pure=True)(*level[k : k + SPLIT_EVERY])
@@ -659,15 +713,18 @@ def _accumulate(
     try:
         head_bv = store.block_versions
         writes = []
-        for gidx, (i, g) in enumerate(grid.groups):
-            total = _tree(_sum_group_leaf, _sum_pieces, parts, gidx)
+        totals = _chains([
+            [delayed(_piece_of, pure=True)(p, gidx) for p in parts]
+            for gidx in range(len(grid.groups))
+        ])
+        for (i, g), total in zip(grid.groups, totals):
             old = np.array([head_bv[i, j] for j in grid.blocks(g)], dtype=np.int64)
             writes.append(
                 delayed(_write_group, pure=True)(
                     total, store.path, old, txn.number, grid, i, g
                 )
             )
-        stats_d = _tree(_sum_stats_leaf, _sum_stats, parts)
+        stats_d = _tree(_sum_stats, [delayed(_stats_of, pure=True)(p) for p in parts])
         written_lists, stats = compute(
             writes, stats_d, progress=progress, label="co-occurrence"
         )

@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 FORMATS = ("auto", "uci", "text", "files", "jsonl", "hdf5")
-DEFAULT_BLOCKSIZE = 16 * 2**20
+DEFAULT_BLOCKSIZE = 6 * 2**20
 MIN_BLOCKSIZE = 2**20
 CHUNK_DOCS = 2048  # documents per DocChunk inside a partition
 
@@ -1008,8 +1008,9 @@ def read_corpus(
     tokenizer : Tokenizer, optional
         How text is split into tokens (default: scikit-learn's conventions).
     blocksize : int, optional
-        Target bytes of (decompressed) input per partition. Default: 16 MiB, smaller for small
-        corpora so that there are at least 8 partitions to spread over the workers.
+        Target bytes of (decompressed) input per partition. Default: 6 MiB, or less for a
+        small corpus, so that there is about one partition per worker (each partition's
+        partial sum is up to V×V, so fewer, fuller partitions are cheaper to reduce).
 
     Raises
     ------
@@ -1031,8 +1032,10 @@ def read_corpus(
         )
         sources.append(Source(path, fmt, size, vocab_path))
     if blocksize is None:
+        from .cluster import n_workers
+
         total = sum(s.size for s in sources)
-        blocksize = int(min(DEFAULT_BLOCKSIZE, max(MIN_BLOCKSIZE, total // 8)))
+        blocksize = int(min(DEFAULT_BLOCKSIZE, max(MIN_BLOCKSIZE, -(-total // n_workers()))))
     options = (("text_field", text_field),)
     parts: list[_Part] = []
     for src in sources:

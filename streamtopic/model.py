@@ -1,0 +1,549 @@
+"""``AnchorTopicModel``: the anchor-word topic model as a scikit-learn style estimator.
+
+``fit`` runs three passes over the stored Q, each a Dask graph over its zarr blocks:
+
+1. *sketch*: row sums p and the projected sketch Q̄ P (V×d), written by the workers to a scratch
+   zarr group inside the store;
+2. *recovery*: for RecoverL2 the cross-products B = Q̄ Q̄_Sᵀ (V×K) and the K×K Gram, then the
+   simplex fits, block by block of word rows; RecoverKL fits full rows of Q̄; the original
+   Recover uses Q_{:,S} Q_SS⁻¹;
+3. *topic-topic*: R = A† Q A†ᵀ from Aᵀ Q A (K×K), with A read by the workers from scratch.
+
+Anchor selection runs in the client on the sketch rows of the candidates. Objects of size V×K
+or V×d move between workers and the client only through the scratch zarr group, never through
+the scheduler.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .anchors import default_anchor_min_df, find_anchors, sketch
+from .recovery import RECOVER_METHODS, recover_original, solve_kl, solve_l2
+from .store import CooccurrenceStore, StoreError
+
+__all__ = ["AnchorTopicModel", "ModelError"]
+
+MODEL_FORMAT = "streamtopic-model"
+EXACT_MAX_V = 8000  # exact (unprojected) anchors hold Q̄ densely: only for small V
+
+
+class ModelError(ValueError):
+    """A path that is not a saved model, or a model used before ``fit``."""
+
+
+def _open_store(X: Any) -> CooccurrenceStore:
+    if isinstance(X, CooccurrenceStore):
+        return X
+    if isinstance(X, (str, os.PathLike)):
+        return CooccurrenceStore.open(X)
+    raise TypeError(
+        f"fit expects a CooccurrenceStore or a store path, got {type(X).__name__}; "
+        "ingest a corpus first (streamtopic.ingest)"
+    )
+
+
+class AnchorTopicModel:
+    """Topic model learned by anchor words (Arora et al. 2013) from a co-occurrence store.
+
+    Parameters
+    ----------
+    n_topics : int
+        Number of topics K (>= 2).
+    recover : {'l2', 'kl', 'original'}
+        Recovery: RecoverL2 (kernel form), RecoverKL, or the original Recover.
+    sketch_dim : int
+        Dimension d of the random projection used to find anchors (``min(d, V)``).
+    anchor_min_df : int, optional
+        Document frequency an anchor candidate needs; default
+        :func:`~streamtopic.anchors.default_anchor_min_df` (0.5% of documents, at least 10).
+    exact_anchors : bool
+        Find anchors on Q̄ itself instead of the sketch (holds Q̄ in memory: V ≤ 8000).
+    cleanup : bool
+        Run FastAnchorWords' cleanup pass.
+    tol : float, optional
+        Solver tolerance on the duality gap (default 1e-7 relative for L2, 1e-6 nats for KL).
+    max_iter : int, optional
+        Solver iteration cap (default 5000 for L2, 2000 for KL).
+    block_rows : int, optional
+        Word rows per recovery task (default: from the store's chunk size and V).
+    seed : int, optional
+        Seed of the random projection; the fit is deterministic given it.
+    progress : bool
+        Show Dask progress bars.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (K, V)
+        Topic-word distributions p(w | z); rows sum to 1.
+    anchors_ : ndarray of shape (K,)
+        Anchor word ids; ``anchor_words_`` the words.
+    topic_prevalence_ : ndarray of shape (K,)
+        p(z).
+    topic_cooccurrence_ : ndarray of shape (K, K)
+        R = A† Q A†ᵀ, the topic-topic co-occurrence.
+    vocab_ : list of str
+        The V words.
+    n_converged_ : int
+        Word rows whose solver met the tolerance (out of ``n_fitted_``).
+    diagnostics_ : dict
+        Seconds per stage, greedy anchors before cleanup, solver statistics.
+    """
+
+    def __init__(
+        self,
+        n_topics: int = 20,
+        *,
+        recover: str = "l2",
+        sketch_dim: int = 1000,
+        anchor_min_df: int | None = None,
+        exact_anchors: bool = False,
+        cleanup: bool = True,
+        tol: float | None = None,
+        max_iter: int | None = None,
+        block_rows: int | None = None,
+        seed: int | None = None,
+        progress: bool = False,
+    ) -> None:
+        self.n_topics = n_topics
+        self.recover = recover
+        self.sketch_dim = sketch_dim
+        self.anchor_min_df = anchor_min_df
+        self.exact_anchors = exact_anchors
+        self.cleanup = cleanup
+        self.tol = tol
+        self.max_iter = max_iter
+        self.block_rows = block_rows
+        self.seed = seed
+        self.progress = progress
+
+    # ----------------------------------------------------------------- parameters
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """Constructor parameters (scikit-learn convention)."""
+        return {
+            k: getattr(self, k)
+            for k in (
+                "n_topics", "recover", "sketch_dim", "anchor_min_df", "exact_anchors", "cleanup",
+                "tol", "max_iter", "block_rows", "seed", "progress",
+            )
+        }
+
+    def set_params(self, **params: Any) -> AnchorTopicModel:
+        valid = self.get_params()
+        for k, v in params.items():
+            if k not in valid:
+                raise ValueError(f"invalid parameter {k!r} for AnchorTopicModel")
+            setattr(self, k, v)
+        return self
+
+    def _validate(self) -> None:
+        K = self.n_topics
+        if not isinstance(K, (int, np.integer)) or isinstance(K, bool) or K < 2:
+            raise ValueError(f"n_topics={K!r}: must be an integer >= 2")
+        if self.recover not in RECOVER_METHODS:
+            raise ValueError(f"recover={self.recover!r}: expected one of {', '.join(RECOVER_METHODS)}")
+        if not isinstance(self.sketch_dim, (int, np.integer)) or self.sketch_dim < 1:
+            raise ValueError(f"sketch_dim={self.sketch_dim!r}: must be a positive integer")
+        if self.anchor_min_df is not None and (
+            not isinstance(self.anchor_min_df, (int, np.integer)) or self.anchor_min_df < 0
+        ):
+            raise ValueError(f"anchor_min_df={self.anchor_min_df!r}: must be an integer >= 0")
+        if self.tol is not None and not self.tol > 0:
+            raise ValueError(f"tol={self.tol!r}: must be positive")
+        if self.max_iter is not None and self.max_iter < 1:
+            raise ValueError(f"max_iter={self.max_iter!r}: must be >= 1")
+        if self.block_rows is not None and self.block_rows < 1:
+            raise ValueError(f"block_rows={self.block_rows!r}: must be >= 1")
+
+    # ----------------------------------------------------------------- fit
+
+    def fit(self, X: CooccurrenceStore | str | os.PathLike[str], y: None = None) -> AnchorTopicModel:
+        """Learn topics from a co-occurrence store.
+
+        Parameters
+        ----------
+        X : CooccurrenceStore or path
+            The store (see :func:`streamtopic.ingest`).
+        y : None
+            Ignored (scikit-learn convention).
+
+        Returns
+        -------
+        self
+        """
+        self._validate()
+        store = _open_store(X)
+        if store.n_docs == 0:
+            raise StoreError(f"{store.path}: the store is empty (no documents ingested)")
+        K = int(self.n_topics)
+        V = store.V
+        scratch = os.path.join(store.path, ".scratch", f"fit-{uuid.uuid4().hex[:12]}")
+        os.makedirs(scratch)
+        seconds: dict[str, float] = {}
+        try:
+            Q = store.Q
+            t0 = time.perf_counter()
+            p, X_points = self._sketch(Q, scratch)
+            seconds["sketch"] = time.perf_counter() - t0
+
+            t0 = time.perf_counter()
+            candidates = self._candidates(store, p)
+            res = find_anchors(X_points, K, candidates, cleanup=self.cleanup)
+            del X_points
+            anchors = res.anchors
+            seconds["anchors"] = time.perf_counter() - t0
+
+            t0 = time.perf_counter()
+            A, prevalence, solver = self._recover(Q, p, anchors, scratch)
+            seconds["recovery"] = time.perf_counter() - t0
+
+            t0 = time.perf_counter()
+            R = self._topic_cooccurrence(Q, A, scratch)
+            seconds["topic_cooccurrence"] = time.perf_counter() - t0
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+            try:
+                os.rmdir(os.path.dirname(scratch))
+            except OSError:
+                pass
+
+        self.vocab_ = list(store.vocab)
+        self.components_ = np.ascontiguousarray(A.T)
+        self.anchors_ = np.asarray(anchors, dtype=np.int64)
+        self.anchor_words_ = [self.vocab_[i] for i in self.anchors_]
+        self.topic_prevalence_ = prevalence
+        self.topic_cooccurrence_ = R
+        self.word_probability_ = p
+        self.n_converged_ = int(solver["converged"])
+        self.n_fitted_ = int(solver["fitted"])
+        self.n_features_in_ = V
+        self.diagnostics_ = {
+            "seconds": seconds,
+            "greedy_anchors": res.greedy.tolist(),
+            "cleanup_changed": int(res.changed),
+            "cleanup_sweeps": int(res.sweeps),
+            "n_candidates": int(candidates.size),
+            "anchor_min_df": int(self._min_df_used),
+            "solver": solver,
+            "store": {"path": store.path, "version": store.version, "n_docs": store.n_docs},
+        }
+        return self
+
+    def _sketch(self, Q: Any, scratch: str) -> tuple[np.ndarray, np.ndarray]:
+        """Row sums p (V,) and the points anchors are chosen among (V×d)."""
+        import dask.array as da
+        import zarr
+
+        from .cluster import compute
+
+        V = Q.shape[0]
+        row_sums = Q.sum(axis=1)
+        if self.exact_anchors:
+            if V > EXACT_MAX_V:
+                raise ValueError(
+                    f"exact_anchors holds Q̄ ({V}×{V}) in memory; use it for V <= {EXACT_MAX_V}"
+                )
+            Qn, p = compute(Q, row_sums, progress=self.progress, label="sketch (exact)")
+            inv = np.where(p > 0, 1.0 / np.where(p > 0, p, 1.0), 0.0)
+            return np.asarray(p), Qn * inv[:, None]
+        d = int(min(self.sketch_dim, V))
+        sk = sketch(Q, row_sums, d, self.seed)
+        path = os.path.join(scratch, "sketch")
+        store_op = da.to_zarr(sk, path, compute=False, overwrite=True)
+        _, p = compute(store_op, row_sums, progress=self.progress, label="sketch")
+        return np.asarray(p), zarr.open_array(path, mode="r")
+
+    def _candidates(self, store: CooccurrenceStore, p: np.ndarray) -> np.ndarray:
+        has_mass = p > 0
+        min_df = self.anchor_min_df
+        if min_df is None:
+            min_df = default_anchor_min_df(store.n_docs) if store.counts_known else 0
+        self._min_df_used = min_df
+        if store.counts_known and min_df > 0:
+            ok = has_mass & (store.doc_freq >= min_df)
+        else:
+            ok = has_mass
+        return np.flatnonzero(ok)
+
+    def _rows_per_block(self, V: int, chunk: int, width: int) -> int:
+        if self.block_rows is not None:
+            return int(self.block_rows)
+        from .cluster import n_workers
+
+        budget = max(64, int(64 * 2**20 / (8 * max(width, 1))))
+        spread = -(-V // (2 * n_workers()))
+        return int(max(64, min(chunk, budget, spread)))
+
+    def _recover(
+        self, Q: Any, p: np.ndarray, anchors: np.ndarray, scratch: str
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        import dask.array as da
+        import zarr
+
+        from .cluster import compute
+
+        V, K = Q.shape[0], anchors.size
+        inv = np.where(p > 0, 1.0 / np.where(p > 0, p, 1.0), 0.0)
+        S = np.sort(anchors)
+        order = np.argsort(anchors)  # position of each sorted anchor in ``anchors``
+        back = np.empty(K, dtype=np.int64)
+        back[order] = np.arange(K)
+        Y = Q[:, S][:, back]  # V×K: Q_{:,S} = (Q_{S,:})ᵀ, anchors in the model's order
+        inv_d = da.from_array(inv, chunks=(Q.chunks[0],))
+        inv_S = inv[anchors]
+        method = self.recover
+        if method == "original":
+            Q_SS = Y[anchors]
+            rows = self._rows_per_block(V, Q.chunks[0][0], K)
+            Yr = Y.rechunk((rows, K))
+            Q_SS_v, Ypath = compute(Q_SS, da.to_zarr(Yr, os.path.join(scratch, "Y"),
+                                                     compute=False, overwrite=True),
+                                    progress=self.progress, label="recovery")
+            Yv = zarr.open_array(os.path.join(scratch, "Y"), mode="r")[:]
+            A_un, _ = recover_original(Yv, np.asarray(Q_SS_v), p[anchors])
+            col = A_un.sum(axis=0)
+            col = np.where(col > 0, col, 1.0)
+            A = A_un / col
+            # prevalence: p(w) = Σ_k A_wk p(z=k) in the least-squares sense, on the simplex
+            from scipy.optimize import nnls
+
+            w, _ = nnls(A, p)
+            prevalence = w / w.sum() if w.sum() > 0 else np.full(K, 1.0 / K)
+            return A, prevalence, {"method": "original", "converged": V, "fitted": V,
+                                   "max_gap": 0.0, "iterations": 0}
+        tol = self.tol
+        max_iter = self.max_iter
+        if method == "l2":
+            tol = 1e-7 if tol is None else tol
+            max_iter = 5000 if max_iter is None else max_iter
+            rows = self._rows_per_block(V, Q.chunks[0][0], K)
+            B = ((Q @ Y) * inv_d[:, None] * inv_S[None, :]).rechunk((rows, K))
+            norms = ((Q * Q).sum(axis=1) * inv_d * inv_d).rechunk((rows,))
+            G = (Y.T @ Y) * np.outer(inv_S, inv_S)
+            out = da.blockwise(
+                _l2_block, "ik", B, "ik", norms, "i", G, "jk",
+                dtype=np.float64, concatenate=True, adjust_chunks={"k": K + 2},
+                tol=tol, max_iter=max_iter,
+            )
+        else:
+            tol = 1e-6 if tol is None else tol
+            max_iter = 2000 if max_iter is None else max_iter
+            rows = self._rows_per_block(V, Q.chunks[0][0], V)
+            Qbar = (Q * inv_d[:, None]).rechunk((rows, V))
+            R = (Y * inv_S[None, :]).T.rechunk((K, V))
+            out = da.blockwise(
+                _kl_block, "ik", Qbar, "ij", R, "kj",
+                dtype=np.float64, concatenate=True, adjust_chunks={"k": K + 2},
+                tol=tol, max_iter=max_iter,
+            )
+        path = os.path.join(scratch, "C")
+        (_,) = compute(da.to_zarr(out, path, compute=False, overwrite=True),
+                       progress=self.progress, label="recovery")
+        Cext = zarr.open_array(path, mode="r")[:]
+        C, conv, gap = Cext[:, :K], Cext[:, K] > 0.5, Cext[:, K + 1]
+        fitted = p > 0
+        # Bayes' rule: p(w | z) ∝ p(z | w) p(w)
+        weighted = C * p[:, None]
+        prevalence = weighted.sum(axis=0)
+        A = weighted / np.where(prevalence > 0, prevalence, 1.0)[None, :]
+        prevalence = prevalence / prevalence.sum()
+        solver = {
+            "method": method,
+            "tol": tol,
+            "converged": int((conv & fitted).sum()),
+            "fitted": int(fitted.sum()),
+            "max_gap": float(gap[fitted].max()) if fitted.any() else 0.0,
+        }
+        return A, prevalence, solver
+
+    def _topic_cooccurrence(self, Q: Any, A: np.ndarray, scratch: str) -> np.ndarray:
+        """R = A† Q A†ᵀ with A† = (AᵀA)⁻¹Aᵀ; Aᵀ Q A is computed blockwise from the store."""
+        import dask.array as da
+        import zarr
+
+        from .cluster import compute
+
+        K = A.shape[1]
+        path = os.path.join(scratch, "A")
+        zarr.create_array(path, shape=A.shape, chunks=(Q.chunks[0][0], K), dtype="f8")[:] = A
+        Ad = da.from_zarr(path).rechunk((Q.chunks[0], K))
+        (AtQA,) = compute(Ad.T @ (Q @ Ad), progress=self.progress, label="topic-topic")
+        Minv = np.linalg.pinv(A.T @ A, hermitian=True)
+        R = Minv @ np.asarray(AtQA) @ Minv
+        return 0.5 * (R + R.T)
+
+    # ----------------------------------------------------------------- results
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "components_"):
+            raise ModelError("this AnchorTopicModel is not fitted yet; call fit first")
+
+    def top_words(self, n: int = 10) -> list[list[str]]:
+        """The ``n`` most probable words of each topic, most probable first."""
+        self._check_fitted()
+        if n < 1:
+            raise ValueError(f"n={n!r}: must be >= 1")
+        order = np.argsort(-self.components_, axis=1, kind="stable")[:, :n]
+        return [[self.vocab_[i] for i in row] for row in order]
+
+    # ----------------------------------------------------------------- persistence
+
+    def _meta(self) -> dict[str, Any]:
+        return {
+            "format": MODEL_FORMAT,
+            "format_version": 1,
+            "params": self.get_params(),
+            "anchor_words": self.anchor_words_,
+            "n_converged": self.n_converged_,
+            "n_fitted": self.n_fitted_,
+            "diagnostics": self.diagnostics_,
+        }
+
+    def save(self, path: str | os.PathLike[str], format: str = "zarr") -> None:
+        """Save to a zarr group (default) or an HDF5 file; written aside, then renamed."""
+        import zarr
+
+        self._check_fitted()
+        path = os.fspath(path)
+        if format not in ("zarr", "hdf5"):
+            raise ValueError(f"format={format!r}: expected 'zarr' or 'hdf5'")
+        if os.path.exists(path) and not AnchorTopicModel._is_model(path):
+            raise ModelError(f"{path}: exists and is not a streamtopic model; not overwritten")
+        tmp = f"{path}.partial-{uuid.uuid4().hex[:8]}"
+        arrays = {
+            "components": self.components_,
+            "anchors": self.anchors_,
+            "topic_prevalence": self.topic_prevalence_,
+            "topic_cooccurrence": self.topic_cooccurrence_,
+            "word_probability": self.word_probability_,
+        }
+        meta = json.loads(json.dumps(self._meta(), default=_json_default))
+        try:
+            if format == "zarr":
+                root = zarr.open_group(tmp, mode="w-")
+                for name, arr in arrays.items():
+                    root.create_array(name, data=np.asarray(arr))
+                v = root.create_array("vocab", shape=(len(self.vocab_),), dtype=str)
+                v[:] = np.asarray(self.vocab_, dtype=str)
+                root.attrs["streamtopic_model"] = meta
+            else:
+                import h5py
+
+                with h5py.File(tmp, "w") as f:
+                    for name, arr in arrays.items():
+                        f.create_dataset(name, data=np.asarray(arr))
+                    f.create_dataset(
+                        "vocab", data=np.array(self.vocab_, dtype=object),
+                        dtype=h5py.string_dtype(),
+                    )
+                    f.attrs["streamtopic_model"] = json.dumps(meta)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            elif os.path.exists(path):
+                os.remove(path)
+            os.rename(tmp, path)
+        finally:
+            if os.path.isdir(tmp):
+                shutil.rmtree(tmp, ignore_errors=True)
+            elif os.path.exists(tmp):
+                os.remove(tmp)
+
+    @staticmethod
+    def _is_model(path: str) -> bool:
+        try:
+            AnchorTopicModel.load(path)
+        except ModelError:
+            return False
+        return True
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> AnchorTopicModel:
+        """Load a model saved by :meth:`save` (zarr group or HDF5 file)."""
+        path = os.fspath(path)
+        if not os.path.exists(path):
+            raise ModelError(f"{path}: no such model")
+        arrays: dict[str, np.ndarray] = {}
+        try:
+            if os.path.isdir(path):
+                import zarr
+
+                root = zarr.open_group(path, mode="r")
+                meta = root.attrs.get("streamtopic_model")
+                if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
+                    raise ModelError(f"{path}: not a streamtopic model")
+                for name in ("components", "anchors", "topic_prevalence",
+                             "topic_cooccurrence", "word_probability"):
+                    arrays[name] = np.asarray(root[name][:])
+                vocab = [str(t) for t in root["vocab"][:]]
+            else:
+                import h5py
+
+                with h5py.File(path, "r") as f:
+                    raw = f.attrs.get("streamtopic_model")
+                    meta = json.loads(raw) if isinstance(raw, str) else None
+                    if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
+                        raise ModelError(f"{path}: not a streamtopic model")
+                    for name in ("components", "anchors", "topic_prevalence",
+                                 "topic_cooccurrence", "word_probability"):
+                        arrays[name] = f[name][:]
+                    vocab = [x.decode() if isinstance(x, bytes) else str(x) for x in f["vocab"][:]]
+        except ModelError:
+            raise
+        except Exception as exc:  # foreign files: zarr/h5py raise many kinds
+            raise ModelError(f"{path}: not a streamtopic model ({exc})") from exc
+        model = cls(**meta["params"])
+        model.components_ = arrays["components"]
+        model.anchors_ = arrays["anchors"].astype(np.int64)
+        model.topic_prevalence_ = arrays["topic_prevalence"]
+        model.topic_cooccurrence_ = arrays["topic_cooccurrence"]
+        model.word_probability_ = arrays["word_probability"]
+        model.vocab_ = vocab
+        model.anchor_words_ = [vocab[i] for i in model.anchors_]
+        model.n_converged_ = int(meta["n_converged"])
+        model.n_fitted_ = int(meta["n_fitted"])
+        model.n_features_in_ = len(vocab)
+        model.diagnostics_ = meta["diagnostics"]
+        return model
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _l2_block(
+    B: np.ndarray, norms: np.ndarray, G: np.ndarray, *, tol: float, max_iter: int
+) -> np.ndarray:
+    res = solve_l2(G, B, norms, tol=tol, max_iter=max_iter)
+    return np.column_stack([res.C, res.converged.astype(np.float64), res.gap])
+
+
+def _kl_block(Qbar: np.ndarray, R: np.ndarray, *, tol: float, max_iter: int) -> np.ndarray:
+    res = solve_kl(R, Qbar, tol=tol, max_iter=max_iter)
+    return np.column_stack([res.C, res.converged.astype(np.float64), res.gap])
+
+
+def top_words_table(model: AnchorTopicModel, n: int = 10) -> Sequence[str]:
+    """One line per topic: its top words, the anchor marked with ``*``."""
+    lines = []
+    for k, words in enumerate(model.top_words(n)):
+        anchor = model.anchor_words_[k]
+        shown = [f"*{w}*" if w == anchor else w for w in words]
+        if anchor not in words:
+            shown.append(f"(anchor *{anchor}*)")
+        lines.append(f"topic {k:3d} ({model.topic_prevalence_[k]:.3f}): " + " ".join(shown))
+    return lines
