@@ -5,7 +5,7 @@ co-occurrence matrix Q̄. FastAnchorWords finds them greedily: the point farthes
 origin, then repeatedly the point farthest from the span of those chosen. A *cleanup pass*
 then re-picks each anchor as the point farthest from the span of the other K−1.
 
-The rows live in V dimensions; the sketch Q̄ P (P a seeded V×d Gaussian projection, d ≈ 1000)
+The rows live in V dimensions; the sketch Q̄ P (P a seeded V×d random projection, d ≈ 1000)
 preserves distances to spans well enough (Johnson–Lindenstrauss) and is computed block by
 block from the store, so no process ever holds Q̄ itself.
 """
@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 __all__ = [
     "AnchorResult",
     "default_anchor_min_df",
-    "projection",
-    "sketch",
+    "projection_block",
+    "sketch_sums",
     "find_anchors",
 ]
 
@@ -33,38 +34,53 @@ def default_anchor_min_df(n_docs: int) -> int:
     return max(10, math.ceil(0.005 * n_docs))
 
 
-def projection(V: int, d: int, seed: int | None, chunk: int) -> Any:
-    """The random projection P (V×d dask array, N(0, 1/d) entries), generated on the workers
-    chunk by chunk from ``seed``; it is never shipped."""
-    import dask.array as da
+def projection_block(seed: int | None, j0: int, j1: int, d: int, V: int) -> sp.csr_matrix:
+    """Rows j0:j1 of the random projection P (V×d), as a sparse matrix.
 
-    rng = da.random.default_rng(seed)
-    return rng.standard_normal((V, d), chunks=(chunk, d)) / math.sqrt(d)
+    A *very sparse* random projection (Li, Hastie & Church 2006): entries ±√(s/d) with
+    probability 1/(2s) each and 0 otherwise, s = √V, so E[PPᵀ] = I and distances to spans are
+    preserved as by a Gaussian projection, at 1/s of the cost. Each block of rows is drawn
+    from its own stream of ``seed``, so workers regenerate their rows of P instead of
+    receiving them, and the result does not depend on which worker runs what.
+    """
+    s = max(1.0, math.sqrt(V))
+    rng = np.random.default_rng([0 if seed is None else int(seed), j0, j1])
+    n = (j1 - j0) * d
+    nnz = int(rng.binomial(n, 1.0 / s))
+    flat = rng.choice(n, size=nnz, replace=False) if nnz else np.zeros(0, np.int64)
+    values = rng.choice(np.array([-1.0, 1.0]), size=nnz) * math.sqrt(s / d)
+    return sp.csr_matrix((values, (flat // d, flat % d)), shape=(j1 - j0, d))
 
 
-def sketch(Q: Any, row_sums: Any, d: int, seed: int | None) -> Any:
-    """Q̄ P as a dask array (V×d): (Q P) scaled by the inverse row sums (zero rows stay zero).
+def _sketch_block(
+    block: np.ndarray, seed: int | None, d: int, V: int, block_info: Any = None
+) -> np.ndarray:
+    """For one block Q_ij: [Q_ij P_j | row sums | row sums of squares], shape (r, 1, d+2)."""
+    (j0, j1) = block_info[0]["array-location"][1]
+    P = projection_block(seed, j0, j1, d, V)
+    out = np.empty((block.shape[0], 1, d + 2))
+    out[:, 0, :d] = (P.T @ block.T).T
+    out[:, 0, d] = block.sum(axis=1)
+    out[:, 0, d + 1] = np.einsum("ij,ij->i", block, block)
+    return out
 
-    Parameters
-    ----------
-    Q : dask array of shape (V, V)
-        The normalised co-occurrence matrix.
-    row_sums : dask or numpy array of shape (V,)
-    d : int
-        Sketch dimension.
-    seed : int or None
+
+def sketch_sums(Q: Any, d: int, seed: int | None) -> Any:
+    """One pass over Q (V×V dask array): a V×(d+2) dask array holding Q P (columns 0..d−1),
+    the row sums p (column d) and the row sums of squares (column d+1).
+
+    Scaling the first d columns of row i by 1/p_i gives the sketch Q̄ P (zero rows stay zero).
+    Per block the work is a sparse-times-dense product, summed over column blocks by Dask's
+    tree reduction: no task holds more than a block of Q and a block of the result.
     """
     V = Q.shape[0]
-    P = projection(V, d, seed, Q.chunks[0][0])
-    inv = _safe_inverse(row_sums)
-    return (Q @ P) * inv[:, None]
-
-
-def _safe_inverse(s: Any) -> Any:
-    import dask.array as da
-
-    lib = da if hasattr(s, "dask") else np
-    return lib.where(s > 0, 1.0 / lib.where(s > 0, s, 1.0), 0.0)
+    nbc = len(Q.chunks[1])
+    parts = Q.map_blocks(
+        _sketch_block, seed, d, V,
+        new_axis=2, chunks=(Q.chunks[0], (1,) * nbc, (d + 2,)),
+        dtype=np.float64, meta=np.empty((0, 0, 0)),
+    )
+    return parts.sum(axis=1)
 
 
 @dataclass

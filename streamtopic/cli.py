@@ -93,7 +93,7 @@ def main(verbose: bool) -> None:
 @click.option("--text-field", default="text", show_default=True, help="JSON Lines text field.")
 @click.option("--skip-existing", is_flag=True, help="Skip inputs already in the store.")
 @click.option("--blocksize", type=click.IntRange(min=1), default=None,
-              help="Bytes of input per partition (default: up to 6 MiB).")
+              help="Bytes of input per partition (default: up to 4 MiB).")
 @click.option("--chunk-size", type=click.IntRange(min=1), default=None,
               help="Rows/columns per zarr block of Q (new store; default min(V, 2048)).")
 @_scheduler_options

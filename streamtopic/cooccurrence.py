@@ -159,6 +159,7 @@ class _Stats:
     n_replaced: int = 0
     word_counts: np.ndarray | None = None
     doc_freq: np.ndarray | None = None
+    diag: np.ndarray | None = None  # exact diagonal of the round's Σ_d Q_d
     per_source: dict[str, dict[str, int]] = field(default_factory=dict)
     # UCI chunks: (source, first docID − 1, last docID − 1, byte offset of the chunk's first line)
     doc_ranges: list[tuple[str, int, int, int]] = field(default_factory=list)
@@ -168,6 +169,8 @@ class _Stats:
             self.word_counts = np.zeros(self.V, np.int64)
         if self.doc_freq is None:
             self.doc_freq = np.zeros(self.V, np.int64)
+        if self.diag is None:
+            self.diag = np.zeros(self.V)
 
     def add(self, other: _Stats) -> _Stats:
         self.n_docs += other.n_docs
@@ -177,6 +180,7 @@ class _Stats:
         self.n_replaced += other.n_replaced
         self.word_counts += other.word_counts
         self.doc_freq += other.doc_freq
+        self.diag += other.diag
         self.doc_ranges.extend(other.doc_ranges)
         for src, d in other.per_source.items():
             mine = self.per_source.setdefault(src, {})
@@ -216,18 +220,19 @@ def _to_global(chunk: DocChunk, index: dict[str, int], V: int) -> tuple[sp.csr_m
     return H, oov
 
 
-def _pieces(Hu: sp.csr_matrix, grid: _Grid) -> list[Any]:
-    """The partition's Σ_d Q_d cut into the grid's groups (None for an empty piece); a piece
-    denser than ``DENSE_FRACTION`` is a dense array."""
+def _pieces(Hu: sp.csr_matrix, grid: _Grid) -> tuple[list[Any], np.ndarray]:
+    """The partition's Hᵀ W H cut into the grid's groups (CSR, None where empty), and the
+    exact diagonal Σ_d (h_i² − h_i) w_d (V,). The pieces' own diagonal entries are Σ_d h_i² w_d;
+    the block writer replaces them by the exact values, so the hot path never touches them."""
     Hu, Hw, diag = _weighted(Hu)
     Hc, Hwc = Hu.tocsc(), Hw.tocsc()
     pieces: list[Any] = []
     for i, g in grid.groups:
         r0, r1 = grid.rows(i)
         c0, c1 = grid.cols(g)
-        piece = _product(Hc, Hwc, diag, r0, r1, c0, c1, DENSE_FRACTION)
-        pieces.append(None if not isinstance(piece, np.ndarray) and piece.nnz == 0 else piece)
-    return pieces
+        piece = (Hc[:, r0:r1].T.tocsr() @ Hwc[:, c0:c1]).tocsr()
+        pieces.append(piece if piece.nnz else None)
+    return pieces, diag
 
 
 def _partition_partial(
@@ -264,35 +269,62 @@ def _partition_partial(
             blocks.append(Hu)
     if not blocks:
         return [([None] * len(grid.groups), stats)]
-    return [(_pieces(sp.vstack(blocks, format="csr"), grid), stats)]
+    pieces, diag = _pieces(sp.vstack(blocks, format="csr"), grid)
+    stats.diag += diag
+    return [(pieces, stats)]
+
+
+try:  # scipy's kernel behind toarray(): adds a CSR matrix into a dense array, no allocation
+    from scipy.sparse._sparsetools import csr_todense as _csr_add_into
+except ImportError:  # pragma: no cover - a future scipy may move it
+    _csr_add_into = None
+
+
+def _add_sparse_into(dense: np.ndarray, piece: sp.csr_matrix) -> None:
+    """dense += piece, in place."""
+    if _csr_add_into is not None and dense.flags.c_contiguous and dense.dtype == np.float64:
+        idx_type = np.result_type(piece.indptr, piece.indices)
+        _csr_add_into(
+            piece.shape[0], piece.shape[1], piece.indptr.astype(idx_type, copy=False),
+            piece.indices.astype(idx_type, copy=False), piece.data.astype(np.float64, copy=False),
+            dense,
+        )
+        return
+    rows = np.repeat(np.arange(piece.shape[0]), np.diff(piece.indptr))
+    np.add.at(dense, (rows, piece.indices), piece.data)
 
 
 def _add_piece(acc: Any, piece: Any) -> Any:
     """Add ``piece`` into the accumulator ``acc``.
 
     ``acc`` belongs to the running task and may be changed in place; ``piece`` is another
-    task's result and is never modified (so a retried task cannot count anything twice).
-    Pieces are canonical (no duplicate entries), so a fancy-indexed ``+=`` is exact.
+    task's result and is never modified. Sparse sums turn dense past ``DENSE_FRACTION``.
     """
     if piece is None:
         return acc
     if acc is None:
-        return piece.copy() if isinstance(piece, np.ndarray) else piece
+        if isinstance(piece, np.ndarray):
+            return piece.copy()
+        if piece.nnz > DENSE_FRACTION * piece.shape[0] * piece.shape[1]:
+            acc = np.zeros(piece.shape)
+            _add_sparse_into(acc, piece)
+            return acc
+        return piece
     if isinstance(acc, np.ndarray):
         if isinstance(piece, np.ndarray):
             acc += piece
         else:
-            coo = piece.tocoo()
-            acc[coo.row, coo.col] += coo.data
+            _add_sparse_into(acc, piece)
         return acc
     if isinstance(piece, np.ndarray):
         out = piece.copy()
-        coo = acc.tocoo()
-        out[coo.row, coo.col] += coo.data
+        _add_sparse_into(out, acc)
         return out
     total = (acc + piece).tocsr()
     if total.nnz > DENSE_FRACTION * total.shape[0] * total.shape[1]:
-        return total.toarray()
+        dense = np.zeros(total.shape)
+        _add_sparse_into(dense, total)
+        return dense
     return total
 
 
@@ -332,9 +364,11 @@ def _sum_stats(*stats: _Stats) -> _Stats:
 
 
 def _write_group(
-    piece: Any, root: str, old_versions: np.ndarray, new_version: int, grid: _Grid, i: int, g: int
+    piece: Any, stats: _Stats, root: str, old_versions: np.ndarray, new_version: int,
+    grid: _Grid, i: int, g: int,
 ) -> list[tuple[int, int, int]]:
-    """Add a group's summed piece to the head's blocks and write them into the new version.
+    """Add a group's summed piece to the head's blocks and write them into the new version;
+    diagonal entries become the head's plus the round's exact Σ_d (h_i² − h_i) w_d.
 
     The only writer of these blocks in this round. Returns (i, j, nnz) for each block written.
     """
@@ -349,14 +383,22 @@ def _write_group(
     for k, j in enumerate(grid.blocks(g)):
         b0, b1 = j * grid.c, min(grid.V, (j + 1) * grid.c)
         part = piece[:, b0 - c0 : b1 - c0]
-        if not isinstance(part, np.ndarray):
-            if part.nnz == 0:
+        if isinstance(part, np.ndarray):
+            if not part.any():
                 continue
-            part = part.toarray()
-        elif not part.any():
+        elif part.nnz == 0:
             continue
         block = read_q_block(root, int(old_versions[k]), slice(r0, r1), slice(b0, b1))
-        block += part
+        lo, hi = max(r0, b0), min(r1, b1)
+        if lo < hi:
+            d = np.arange(lo, hi)
+            exact = block[d - r0, d - b0] + stats.diag[d]
+        if isinstance(part, np.ndarray):
+            block += part
+        else:
+            _add_sparse_into(block, part.tocsr())
+        if lo < hi:
+            block[d - r0, d - b0] = exact
         arr[r0:r1, b0:b1] = block
         out.append((i, j, int(np.count_nonzero(block))))
     return out
@@ -717,14 +759,14 @@ def _accumulate(
             [delayed(_piece_of, pure=True)(p, gidx) for p in parts]
             for gidx in range(len(grid.groups))
         ])
+        stats_d = _tree(_sum_stats, [delayed(_stats_of, pure=True)(p) for p in parts])
         for (i, g), total in zip(grid.groups, totals):
             old = np.array([head_bv[i, j] for j in grid.blocks(g)], dtype=np.int64)
             writes.append(
                 delayed(_write_group, pure=True)(
-                    total, store.path, old, txn.number, grid, i, g
+                    total, stats_d, store.path, old, txn.number, grid, i, g
                 )
             )
-        stats_d = _tree(_sum_stats, [delayed(_stats_of, pure=True)(p) for p in parts])
         written_lists, stats = compute(
             writes, stats_d, progress=progress, label="co-occurrence"
         )

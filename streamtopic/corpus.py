@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 FORMATS = ("auto", "uci", "text", "files", "jsonl", "hdf5")
-DEFAULT_BLOCKSIZE = 6 * 2**20
+DEFAULT_BLOCKSIZE = 4 * 2**20
 MIN_BLOCKSIZE = 2**20
 CHUNK_DOCS = 2048  # documents per DocChunk inside a partition
 
@@ -1008,7 +1008,7 @@ def read_corpus(
     tokenizer : Tokenizer, optional
         How text is split into tokens (default: scikit-learn's conventions).
     blocksize : int, optional
-        Target bytes of (decompressed) input per partition. Default: 6 MiB, or less for a
+        Target bytes of (decompressed) input per partition. Default: 4 MiB, or less for a
         small corpus, so that there is about one partition per worker (each partition's
         partial sum is up to V×V, so fewer, fuller partitions are cheaper to reduce).
 
@@ -1034,8 +1034,12 @@ def read_corpus(
     if blocksize is None:
         from .cluster import n_workers
 
+        # about DEFAULT_BLOCKSIZE per partition, the count a multiple of the workers (so the
+        # last round of partitions keeps every worker busy)
         total = sum(s.size for s in sources)
-        blocksize = int(min(DEFAULT_BLOCKSIZE, max(MIN_BLOCKSIZE, -(-total // n_workers()))))
+        w = n_workers()
+        n_parts = w * max(1, -(-total // (DEFAULT_BLOCKSIZE * w)))
+        blocksize = int(max(MIN_BLOCKSIZE, -(-total // n_parts)))
     options = (("text_field", text_field),)
     parts: list[_Part] = []
     for src in sources:

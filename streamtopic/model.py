@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .anchors import default_anchor_min_df, find_anchors, sketch
+from .anchors import default_anchor_min_df, find_anchors, sketch_sums
 from .recovery import RECOVER_METHODS, recover_original, solve_kl, solve_l2
 from .store import CooccurrenceStore, StoreError
 
@@ -192,7 +192,7 @@ class AnchorTopicModel:
         try:
             Q = store.Q
             t0 = time.perf_counter()
-            p, X_points = self._sketch(Q, scratch)
+            p, norms, X_points = self._sketch(Q, scratch)
             seconds["sketch"] = time.perf_counter() - t0
 
             t0 = time.perf_counter()
@@ -203,7 +203,7 @@ class AnchorTopicModel:
             seconds["anchors"] = time.perf_counter() - t0
 
             t0 = time.perf_counter()
-            A, prevalence, solver = self._recover(Q, p, anchors, scratch)
+            A, prevalence, solver = self._recover(Q, p, norms, anchors, scratch)
             seconds["recovery"] = time.perf_counter() - t0
 
             t0 = time.perf_counter()
@@ -238,29 +238,37 @@ class AnchorTopicModel:
         }
         return self
 
-    def _sketch(self, Q: Any, scratch: str) -> tuple[np.ndarray, np.ndarray]:
-        """Row sums p (V,) and the points anchors are chosen among (V×d)."""
+    def _sketch(self, Q: Any, scratch: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Row sums p (V,), squared row norms of Q̄ (V,), and the points anchors are chosen
+        among (V×d: the sketch, or Q̄ itself in exact mode)."""
         import dask.array as da
         import zarr
 
         from .cluster import compute
 
         V = Q.shape[0]
-        row_sums = Q.sum(axis=1)
         if self.exact_anchors:
             if V > EXACT_MAX_V:
                 raise ValueError(
                     f"exact_anchors holds Q̄ ({V}×{V}) in memory; use it for V <= {EXACT_MAX_V}"
                 )
-            Qn, p = compute(Q, row_sums, progress=self.progress, label="sketch (exact)")
-            inv = np.where(p > 0, 1.0 / np.where(p > 0, p, 1.0), 0.0)
-            return np.asarray(p), Qn * inv[:, None]
+            (Qn,) = compute(Q, progress=self.progress, label="sketch (exact)")
+            p = Qn.sum(axis=1)
+            inv = _inverse(p)
+            Qbar = Qn * inv[:, None]
+            return p, np.einsum("ij,ij->i", Qbar, Qbar), Qbar
         d = int(min(self.sketch_dim, V))
-        sk = sketch(Q, row_sums, d, self.seed)
         path = os.path.join(scratch, "sketch")
-        store_op = da.to_zarr(sk, path, compute=False, overwrite=True)
-        _, p = compute(store_op, row_sums, progress=self.progress, label="sketch")
-        return np.asarray(p), zarr.open_array(path, mode="r")
+        sums = sketch_sums(Q, d, self.seed)
+        compute(da.to_zarr(sums, path, compute=False, overwrite=True),
+                progress=self.progress, label="sketch")
+        raw = zarr.open_array(path, mode="r")[:]
+        p = raw[:, d].copy()
+        inv = _inverse(p)
+        norms = raw[:, d + 1] * inv * inv
+        X = raw[:, :d]
+        X *= inv[:, None]
+        return p, norms, X
 
     def _candidates(self, store: CooccurrenceStore, p: np.ndarray) -> np.ndarray:
         has_mass = p > 0
@@ -284,7 +292,7 @@ class AnchorTopicModel:
         return int(max(64, min(chunk, budget, spread)))
 
     def _recover(
-        self, Q: Any, p: np.ndarray, anchors: np.ndarray, scratch: str
+        self, Q: Any, p: np.ndarray, norms: np.ndarray, anchors: np.ndarray, scratch: str
     ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         import dask.array as da
         import zarr
@@ -292,52 +300,49 @@ class AnchorTopicModel:
         from .cluster import compute
 
         V, K = Q.shape[0], anchors.size
-        inv = np.where(p > 0, 1.0 / np.where(p > 0, p, 1.0), 0.0)
+        c = Q.chunks[0][0]
+        inv = _inverse(p)
+        # the anchor columns Q_{:,S} = (Q_{S,:})ᵀ, in a pass of their own, to scratch
         S = np.sort(anchors)
-        order = np.argsort(anchors)  # position of each sorted anchor in ``anchors``
-        back = np.empty(K, dtype=np.int64)
-        back[order] = np.arange(K)
-        Y = Q[:, S][:, back]  # V×K: Q_{:,S} = (Q_{S,:})ᵀ, anchors in the model's order
-        inv_d = da.from_array(inv, chunks=(Q.chunks[0],))
+        back = np.searchsorted(S, anchors)
+        ypath = os.path.join(scratch, "Y")
+        compute(da.to_zarr(Q[:, S].rechunk((c, K)), ypath, compute=False, overwrite=True),
+                progress=self.progress, label="anchor rows")
+        Y = da.from_zarr(ypath)[:, back]  # V×K, anchors in the model's order
         inv_S = inv[anchors]
         method = self.recover
         if method == "original":
-            Q_SS = Y[anchors]
-            rows = self._rows_per_block(V, Q.chunks[0][0], K)
-            Yr = Y.rechunk((rows, K))
-            Q_SS_v, Ypath = compute(Q_SS, da.to_zarr(Yr, os.path.join(scratch, "Y"),
-                                                     compute=False, overwrite=True),
-                                    progress=self.progress, label="recovery")
-            Yv = zarr.open_array(os.path.join(scratch, "Y"), mode="r")[:]
-            A_un, _ = recover_original(Yv, np.asarray(Q_SS_v), p[anchors])
+            Yv = zarr.open_array(ypath, mode="r")[:][:, back]
+            A_un, _ = recover_original(Yv, Yv[anchors], p[anchors])
             col = A_un.sum(axis=0)
-            col = np.where(col > 0, col, 1.0)
-            A = A_un / col
-            # prevalence: p(w) = Σ_k A_wk p(z=k) in the least-squares sense, on the simplex
+            A = A_un / np.where(col > 0, col, 1.0)
+            # p(z): the simplex weights that best explain p(w) = Σ_k A_wk p(z=k)
             from scipy.optimize import nnls
 
             w, _ = nnls(A, p)
             prevalence = w / w.sum() if w.sum() > 0 else np.full(K, 1.0 / K)
-            return A, prevalence, {"method": "original", "converged": V, "fitted": V,
-                                   "max_gap": 0.0, "iterations": 0}
+            n_fit = int((p > 0).sum())
+            return A, prevalence, {"method": "original", "converged": n_fit, "fitted": n_fit,
+                                   "max_gap": 0.0}
         tol = self.tol
         max_iter = self.max_iter
+        inv_d = da.from_array(inv, chunks=(Q.chunks[0],))
+        rows = self._rows_per_block(V, c, K if method == "l2" else V)
         if method == "l2":
             tol = 1e-7 if tol is None else tol
             max_iter = 5000 if max_iter is None else max_iter
-            rows = self._rows_per_block(V, Q.chunks[0][0], K)
+            Yv = zarr.open_array(ypath, mode="r")[:][:, back]
+            G = (Yv.T @ Yv) * np.outer(inv_S, inv_S)  # K×K Gram of the anchor rows of Q̄
             B = ((Q @ Y) * inv_d[:, None] * inv_S[None, :]).rechunk((rows, K))
-            norms = ((Q * Q).sum(axis=1) * inv_d * inv_d).rechunk((rows,))
-            G = (Y.T @ Y) * np.outer(inv_S, inv_S)
+            norms_d = da.from_array(norms, chunks=(rows,))
             out = da.blockwise(
-                _l2_block, "ik", B, "ik", norms, "i", G, "jk",
+                _l2_block, "ik", B, "ik", norms_d, "i",
                 dtype=np.float64, concatenate=True, adjust_chunks={"k": K + 2},
-                tol=tol, max_iter=max_iter,
+                G=G, tol=tol, max_iter=max_iter,
             )
         else:
             tol = 1e-6 if tol is None else tol
             max_iter = 2000 if max_iter is None else max_iter
-            rows = self._rows_per_block(V, Q.chunks[0][0], V)
             Qbar = (Q * inv_d[:, None]).rechunk((rows, V))
             R = (Y * inv_S[None, :]).T.rechunk((K, V))
             out = da.blockwise(
@@ -346,8 +351,8 @@ class AnchorTopicModel:
                 tol=tol, max_iter=max_iter,
             )
         path = os.path.join(scratch, "C")
-        (_,) = compute(da.to_zarr(out, path, compute=False, overwrite=True),
-                       progress=self.progress, label="recovery")
+        compute(da.to_zarr(out, path, compute=False, overwrite=True),
+                progress=self.progress, label="recovery")
         Cext = zarr.open_array(path, mode="r")[:]
         C, conv, gap = Cext[:, :K], Cext[:, K] > 0.5, Cext[:, K + 1]
         fitted = p > 0
@@ -525,15 +530,24 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+def _inverse(p: np.ndarray) -> np.ndarray:
+    """1/p where p > 0, else 0 (words never seen have zero rows: never divide by zero)."""
+    return np.where(p > 0, 1.0 / np.where(p > 0, p, 1.0), 0.0)
+
+
 def _l2_block(
-    B: np.ndarray, norms: np.ndarray, G: np.ndarray, *, tol: float, max_iter: int
+    B: np.ndarray, norms: np.ndarray, *, G: np.ndarray, tol: float, max_iter: int
 ) -> np.ndarray:
     res = solve_l2(G, B, norms, tol=tol, max_iter=max_iter)
     return np.column_stack([res.C, res.converged.astype(np.float64), res.gap])
 
 
 def _kl_block(Qbar: np.ndarray, R: np.ndarray, *, tol: float, max_iter: int) -> np.ndarray:
-    res = solve_kl(R, Qbar, tol=tol, max_iter=max_iter)
+    # warm start from the L2 fit of the same rows (kernel form: cheap)
+    start = solve_l2(
+        R @ R.T, Qbar @ R.T, np.einsum("ij,ij->i", Qbar, Qbar), tol=1e-6, max_iter=500
+    ).C
+    res = solve_kl(R, Qbar, tol=tol, max_iter=max_iter, C0=start)
     return np.column_stack([res.C, res.converged.astype(np.float64), res.gap])
 
 
