@@ -58,7 +58,8 @@ def _errors(f: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return f(*args, **kwargs)
-        except (CorpusError, StoreError, ValueError, FileNotFoundError, ConnectionError) as exc:
+        except (CorpusError, StoreError, ValueError, FileNotFoundError, ConnectionError,
+                TypeError) as exc:
             raise click.ClickException(str(exc)) from None
 
     return wrapper
@@ -207,6 +208,105 @@ def convert(
         f"{output}: {out['n_docs']:,} documents, {out['n_tokens']:,} tokens, "
         f"V = {out['vocab_size']:,}"
     )
+
+
+@main.command()
+@click.argument("source")
+@click.option("-k", "--n-topics", type=int, required=True, help="Number of topics K (>= 2).")
+@click.option("-o", "--output", required=True, type=click.Path(), help="Model path to write.")
+@click.option("--recover", type=click.Choice(["l2", "kl", "original"]), default="l2",
+              show_default=True, help="Recovery: RecoverL2, RecoverKL or the original Recover.")
+@click.option("--sketch-dim", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Dimension of the random projection used to find anchors.")
+@click.option("--anchor-min-df", type=click.IntRange(min=0), default=None,
+              help="Document frequency an anchor needs (default: 0.5%% of documents, >= 10).")
+@click.option("--exact-anchors", is_flag=True, help="Find anchors on Q̄ itself (small V only).")
+@click.option("--no-cleanup", is_flag=True, help="Skip FastAnchorWords' cleanup pass.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random projection seed.")
+@click.option("--format", "model_format", type=click.Choice(["zarr", "hdf5"]), default="zarr",
+              show_default=True, help="Model file format.")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Top words printed per topic.")
+@click.option("--store", "-s", "store_path", type=click.Path(), default=None,
+              help="Store for raw input (default: OUTPUT.store); reused if it exists.")
+@click.option("--input-format", "fmt", type=click.Choice(FORMATS), default="auto",
+              show_default=True, help="Reader for raw input.")
+@click.option("--vocab", type=click.Path(dir_okay=False), default=None,
+              help="Fixed vocabulary for raw input (see ingest).")
+@click.option("--min-df", type=click.IntRange(min=1), default=None, help="See ingest.")
+@click.option("--max-df", type=float, default=None, help="See ingest.")
+@click.option("--keep-n", type=click.IntRange(min=1), default=None, help="See ingest.")
+@click.option("--stop-words", default=None, help="See ingest.")
+@_scheduler_options
+@_errors
+def fit(
+    source: str, n_topics: int, output: str, recover: str, sketch_dim: int,
+    anchor_min_df: int | None, exact_anchors: bool, no_cleanup: bool, seed: int,
+    model_format: str, top: int, store_path: str | None, fmt: str, vocab: str | None,
+    min_df: int | None, max_df: float | None, keep_n: int | None, stop_words: str | None,
+    scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
+    local_mode: str, quiet: bool,
+) -> None:
+    """Fit a topic model to SOURCE: a co-occurrence store, or raw input (ingested first).
+
+    Prints each topic's top words, its anchor word marked *like this*.
+    """
+    import os
+    import time
+
+    from .cooccurrence import ingest as do_ingest
+    from .model import AnchorTopicModel, top_words_table
+    from .store import CooccurrenceStore
+
+    is_store = CooccurrenceStore.is_store(source)
+    numeric = is_store or _numeric_inputs([source], fmt)
+    t0 = time.perf_counter()
+    with scheduler_context(
+        scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
+        numeric=numeric, quiet=quiet,
+    ):
+        if is_store:
+            store = source
+        else:
+            store = store_path or f"{output.rstrip('/')}.store"
+            existing = os.path.exists(store)
+            report = do_ingest(
+                [source], store, format=fmt, vocab=vocab if not existing else None,
+                min_df=None if existing else min_df, max_df=None if existing else max_df,
+                keep_n="default" if existing or keep_n is None else keep_n,
+                stop_words=stop_words, skip_existing=True, progress=not quiet,
+            )
+            click.echo(report.summary(), err=True)
+        model = AnchorTopicModel(
+            n_topics, recover=recover, sketch_dim=sketch_dim, anchor_min_df=anchor_min_df,
+            exact_anchors=exact_anchors, cleanup=not no_cleanup, seed=seed,
+            progress=not quiet,
+        ).fit(store)
+    model.save(output, format=model_format)
+    diag = model.diagnostics_
+    secs = ", ".join(f"{k} {v:.2f} s" for k, v in diag["seconds"].items())
+    click.echo(
+        f"{output}: K = {n_topics}, V = {len(model.vocab_):,}, recover = {recover}; "
+        f"{model.n_converged_:,}/{model.n_fitted_:,} word rows converged; "
+        f"cleanup changed {diag['cleanup_changed']} anchors; {secs}; "
+        f"total {time.perf_counter() - t0:.2f} s",
+        err=True,
+    )
+    for line in top_words_table(model, top):
+        click.echo(line)
+
+
+@main.command()
+@click.argument("model_path", type=click.Path())
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True)
+@_errors
+def topics(model_path: str, top: int) -> None:
+    """Print each topic's top words, its anchor word marked *like this*."""
+    from .model import AnchorTopicModel, top_words_table
+
+    model = AnchorTopicModel.load(model_path)
+    for line in top_words_table(model, top):
+        click.echo(line)
 
 
 @main.command("demo-path")

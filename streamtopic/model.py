@@ -72,7 +72,7 @@ class AnchorTopicModel:
     tol : float, optional
         Solver tolerance on the duality gap (default 1e-7 relative for L2, 1e-6 nats for KL).
     max_iter : int, optional
-        Solver iteration cap (default 5000 for L2, 2000 for KL).
+        Solver iteration cap (default 5000 for L2, 1000 for KL).
     block_rows : int, optional
         Word rows per recovery task (default: from the store's chunk size and V).
     seed : int, optional
@@ -342,7 +342,7 @@ class AnchorTopicModel:
             )
         else:
             tol = 1e-6 if tol is None else tol
-            max_iter = 2000 if max_iter is None else max_iter
+            max_iter = 1000 if max_iter is None else max_iter
             Qbar = (Q * inv_d[:, None]).rechunk((rows, V))
             R = (Y * inv_S[None, :]).T.rechunk((K, V))
             out = da.blockwise(

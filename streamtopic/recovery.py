@@ -11,9 +11,8 @@ Q̄_S (K×V), recovery finds C_i = p(z | w = i) on the probability simplex Δ_K:
 
 Every solver works on a whole block of rows at once (numpy over the block, no loop over words)
 and stops on a duality-gap tolerance: for a convex f on the simplex, the Frank–Wolfe gap
-``∇f(c)·c − min_k ∇f(c)_k`` bounds f(c) − f*. Step sizes come from the problem itself
-(the Lipschitz constant of the L2 gradient, a backtracking line search for KL), so nothing needs
-tuning by the user.
+``∇f(c)·c − min_k ∇f(c)_k`` bounds f(c) − f*. Nothing needs tuning by the user: the L2 step is
+1/L from the Lipschitz constant of its gradient, and KL uses EM, which has no step size.
 """
 
 from __future__ import annotations
@@ -86,8 +85,8 @@ def solve_l2(
     """Simplex-constrained least squares for a block of rows, in kernel form.
 
     Minimises f_i(c) = ‖q_i − c Q̄_S‖² = c G cᵀ − 2 c·b_i + ‖q_i‖² over the simplex, by
-    accelerated projected gradient (FISTA, step 1/L with L = 2 λ_max(G), and an adaptive
-    restart per row whenever the objective rises).
+    accelerated projected gradient (FISTA, step 1/L with L = 2 λ_max(G), and a gradient-based
+    adaptive restart per row).
 
     Parameters
     ----------
@@ -117,33 +116,24 @@ def solve_l2(
     t = np.ones(n)
     thresh = tol * np.where(active, norms, 1.0)
 
-    def objective(Z: np.ndarray) -> np.ndarray:
-        return np.einsum("ij,ij->i", Z @ G, Z) - 2 * np.einsum("ij,ij->i", Z, B)
-
-    f_prev = objective(X)
     gap = np.full(n, np.inf)
     it = 0
     todo = np.flatnonzero(active)
     while it < max_iter and todo.size:
         it += 1
-        Yt, Bt = Y[todo], B[todo]
-        grad = 2.0 * (Yt @ G - Bt)
+        Yt, Xt = Y[todo], X[todo]
+        grad = 2.0 * (Yt @ G - B[todo])
         Xn = project_simplex(Yt - step * grad)
-        fn = objective_rows(Xn, G, Bt)
-        restart = fn > f_prev[todo]
+        # gradient-based adaptive restart (O'Donoghue & Candès 2015): drop the momentum of
+        # rows where it points uphill; needs no objective values, so no rounding trouble
+        restart = np.einsum("ij,ij->i", Yt - Xn, Xn - Xt) > 0
         tn = 0.5 * (1 + np.sqrt(1 + 4 * t[todo] ** 2))
-        mom = ((t[todo] - 1) / tn)[:, None]
-        Yn = Xn + mom * (Xn - X[todo])
-        # restart: drop the momentum, continue from the last iterate
-        if restart.any():
-            Xn[restart] = X[todo][restart]
-            Yn[restart] = Xn[restart]
-            tn[restart] = 1.0
-            fn[restart] = f_prev[todo][restart]
-        X[todo], Y[todo], t[todo], f_prev[todo] = Xn, Yn, tn, fn
+        tn[restart] = 1.0
+        mom = np.where(restart, 0.0, (t[todo] - 1) / tn)[:, None]
+        X[todo], Y[todo], t[todo] = Xn, Xn + mom * (Xn - Xt), tn
         if it % 10 == 0 or it == max_iter:
-            g = 2.0 * (X[todo] @ G - Bt)
-            gap[todo] = _fw_gap(g, X[todo])
+            g = 2.0 * (Xn @ G - B[todo])
+            gap[todo] = _fw_gap(g, Xn)
             todo = todo[gap[todo] > thresh[todo]]
     if todo.size:
         g = 2.0 * (X[todo] @ G - B[todo])
@@ -162,14 +152,18 @@ def solve_kl(
     R: np.ndarray,
     Qrows: np.ndarray,
     *,
-    tol: float = 1e-7,
-    max_iter: int = 2000,
+    tol: float = 1e-6,
+    max_iter: int = 1000,
     C0: np.ndarray | None = None,
 ) -> BlockResult:
     """Simplex-constrained KL fits for a block of rows: argmin_c KL(q_i ‖ c R).
 
-    Exponentiated gradient (mirror descent on the simplex) with a per-row backtracking line
-    search (Armijo) whose step grows after each accepted step: nothing to tune.
+    This is maximum likelihood for the weights of a mixture of the anchor rows, so the EM
+    map c_k ← c_k Σ_j q_j R_kj / (cR)_j decreases the objective at every step with no step
+    size. It is accelerated by SQUAREM (Varadhan & Roland 2008): an extrapolation from two EM
+    steps, projected back onto the simplex and kept only where it does better than plain EM.
+
+    Words that no anchor row covers (Σ_k R_kj = 0) contribute a constant and are left out.
 
     Parameters
     ----------
@@ -180,64 +174,61 @@ def solve_kl(
     tol : float
         Converged when the duality gap ≤ tol (nats).
     max_iter : int
-        Iteration cap.
+        Iteration cap (each iteration is three EM evaluations).
     C0 : ndarray of shape (n, K), optional
-        Starting point (default: uniform).
+        Starting point (default: uniform); entries are kept strictly positive.
     """
     n, K = Qrows.shape[0], R.shape[0]
-    mass = Qrows.sum(axis=1)
+    covered = R.sum(axis=0) > 0
+    Rc = np.ascontiguousarray(R[:, covered])
+    Qc = Qrows[:, covered]
+    mass = Qc.sum(axis=1)
     active = mass > 0
-    C = np.full((n, K), 1.0 / K) if C0 is None else np.clip(C0, 1e-12, None)
-    C /= C.sum(axis=1, keepdims=True)
-    eta = np.ones(n)
+    C = np.full((n, K), 1.0 / K)
+    if C0 is not None:
+        C = 0.9 * np.clip(C0, 0.0, None) + 0.1 / K  # strictly inside: EM keeps zeros at zero
+        C /= C.sum(axis=1, keepdims=True)
     gap = np.zeros(n)
     todo = np.flatnonzero(active)
     tiny = 1e-300
 
-    def loss_grad(Cb: np.ndarray, Qb: np.ndarray, need_grad: bool = True):
-        M = Cb @ R
-        pos = Qb > 0
-        ratio = np.where(pos, Qb / np.maximum(M, tiny), 0.0)
-        loss = -np.sum(np.where(pos, Qb * np.log(np.maximum(M, tiny)), 0.0), axis=1)
-        grad = -(ratio @ R.T) if need_grad else None
-        return loss, grad
+    def em(Cb: np.ndarray, Qb: np.ndarray, mb: np.ndarray):
+        """EM image of Cb, the loss at Cb and its gradient."""
+        M = np.maximum(Cb @ Rc, tiny)
+        ratio = Qb / M
+        grad = -(ratio @ Rc.T)
+        loss = -np.einsum("ij,ij->i", Qb, np.log(M))
+        return Cb * (-grad) / mb[:, None], loss, grad
 
-    Qt = Qrows[todo]
-    f, g = loss_grad(C[todo], Qt)
     it = 0
     while it < max_iter and todo.size:
         it += 1
-        Ct = C[todo]
-        gp = _fw_gap(g, Ct)
-        gap[todo] = gp
-        keep = gp > tol
+        Qt, mt, Ct = Qc[todo], mass[todo], C[todo]
+        C1, f0, g0 = em(Ct, Qt, mt)
+        gap[todo] = _fw_gap(g0, Ct) / mt
+        keep = gap[todo] > tol
         if not keep.all():
-            todo, Ct, Qt, f, g = todo[keep], Ct[keep], Qt[keep], f[keep], g[keep]
+            todo, Qt, mt, Ct, C1, f0 = todo[keep], Qt[keep], mt[keep], Ct[keep], C1[keep], f0[keep]
             if not todo.size:
                 break
-        e = eta[todo]
-        accepted = np.zeros(todo.size, dtype=bool)
-        Cn = Ct.copy()
-        fn = f.copy()
-        for _ in range(30):
-            rows = np.flatnonzero(~accepted)
-            if not rows.size:
-                break
-            gr = g[rows]
-            Z = Ct[rows] * np.exp(-e[rows, None] * (gr - gr.min(axis=1, keepdims=True)))
-            Z /= Z.sum(axis=1, keepdims=True)
-            fz, _ = loss_grad(Z, Qt[rows], need_grad=False)
-            # Armijo condition for mirror descent: sufficient decrease along the step
-            dec = fz <= f[rows] + 0.5 * np.einsum("ij,ij->i", gr, Z - Ct[rows])
-            ok = rows[dec]
-            Cn[ok], fn[ok] = Z[dec], fz[dec]
-            accepted[ok] = True
-            e[rows[~dec]] *= 0.5
-        eta[todo] = np.where(accepted, e * 1.5, e)
-        C[todo] = Cn
-        f, g = loss_grad(Cn, Qt)
+        C2, f1, _ = em(C1, Qt, mt)
+        r = C1 - Ct
+        v = C2 - C1 - r
+        alpha = -np.sqrt(np.einsum("ij,ij->i", r, r) / np.maximum(np.einsum("ij,ij->i", v, v), tiny))
+        alpha = np.minimum(alpha, -1.0)[:, None]
+        Cx = Ct - 2 * alpha * r + alpha * alpha * v
+        Cx = np.maximum(Cx, 1e-16)
+        Cx /= Cx.sum(axis=1, keepdims=True)
+        C3, _, _ = em(Cx, Qt, mt)  # stabilising EM step from the extrapolated point
+        # keep the extrapolation only where it beats two plain EM steps
+        M2 = np.maximum(C2 @ Rc, tiny)
+        f2 = -np.einsum("ij,ij->i", Qt, np.log(M2))
+        M3 = np.maximum(C3 @ Rc, tiny)
+        f3 = -np.einsum("ij,ij->i", Qt, np.log(M3))
+        C[todo] = np.where((f3 <= f2)[:, None], C3, C2)
     if todo.size:
-        gap[todo] = _fw_gap(g, C[todo])
+        _, _, g = em(C[todo], Qc[todo], mass[todo])
+        gap[todo] = _fw_gap(g, C[todo]) / mass[todo]
     C[~active] = 0.0
     gap[~active] = 0.0
     return BlockResult(C, gap <= tol, gap, it)

@@ -1,0 +1,163 @@
+"""AnchorTopicModel against ground truth: semi-synthetic corpora with known topics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import streamtopic as st
+from streamtopic import synth
+from streamtopic.cli import main
+from streamtopic.metrics import matched_l1
+from streamtopic.model import AnchorTopicModel, ModelError
+
+V, K = 2000, 20
+
+
+@pytest.fixture(scope="module")
+def truth():
+    return synth.dirichlet_topics_with_anchors(V, K, beta=0.05, seed=0)
+
+
+@pytest.fixture(scope="module")
+def semi_store(truth, tmp_path_factory):
+    """The acceptance corpus: planted anchors, θ ~ Dir(0.1), 70 tokens, M = 100,000."""
+    import dask
+
+    A, _ = truth
+    d = tmp_path_factory.mktemp("semi")
+    synth.write_corpus(str(d / "c.h5"), A, 100_000, format="hdf5", alpha=0.1, doc_length=70,
+                       seed=1)
+    (d / "vocab.txt").write_text("\n".join(synth.default_vocab(V)) + "\n")
+    with dask.config.set(scheduler="threads"):
+        st.ingest(str(d / "c.h5"), d / "s.zarr", vocab=str(d / "vocab.txt"), progress=False)
+    return d / "s.zarr"
+
+
+@pytest.fixture(scope="module")
+def population_store(truth, tmp_path_factory):
+    A, _ = truth
+    d = tmp_path_factory.mktemp("pop")
+    Q = synth.population_cooccurrence(A, 0.1)
+    st.CooccurrenceStore.from_array(Q, synth.default_vocab(V), d / "pop.zarr", n_docs=10**6)
+    return d / "pop.zarr"
+
+
+def test_semi_synthetic_accuracy(truth, semi_store):
+    A, _ = truth
+    l1 = {}
+    for rec in ("l2", "kl", "original"):
+        m = AnchorTopicModel(K, recover=rec, seed=0).fit(semi_store)
+        l1[rec] = matched_l1(A, m.components_.T).mean
+        assert m.n_fitted_ == V
+        # every L2 row meets its gap tolerance; KL's EM may stop a few rows at max_iter
+        assert m.n_converged_ >= (V if rec != "kl" else 0.99 * V), rec
+    assert l1["l2"] <= 0.09  # the paper authors' code: 0.093
+    assert l1["kl"] <= 0.17  # the paper authors' code: 0.167
+    assert l1["original"] > l1["l2"]  # the original Recover is the worst
+
+
+def test_infinite_data_recovers_planted_anchors_and_topics(truth, population_store):
+    A, anchors = truth
+    for kw in ({}, {"exact_anchors": True}, {"recover": "original"}):
+        m = AnchorTopicModel(K, seed=0, **kw).fit(population_store)
+        assert sorted(m.anchors_.tolist()) == sorted(anchors.tolist()), kw
+        assert matched_l1(A, m.components_.T).mean <= 0.01, kw
+
+
+def test_infinite_data_topic_cooccurrence_and_prevalence(truth, population_store):
+    A, _ = truth
+    m = AnchorTopicModel(K, seed=0).fit(population_store)
+    match = matched_l1(A, m.components_.T).matching  # true k -> learned matching[k]
+    R_true = synth.dirichlet_second_moment(0.1, K)
+    R_hat = m.topic_cooccurrence_[np.ix_(match, match)]
+    # exact up to the solver's tolerance (duality gap 1e-7 relative)
+    np.testing.assert_allclose(R_hat, R_true, rtol=1e-4, atol=1e-9)
+    np.testing.assert_allclose(m.topic_prevalence_[match], R_true.sum(axis=1), rtol=1e-4)
+    np.testing.assert_allclose(m.topic_cooccurrence_.sum(), 1.0, rtol=1e-6)
+
+
+def test_estimator_api_and_persistence(semi_store, tmp_path):
+    m = AnchorTopicModel(K, seed=3)
+    assert m.fit(semi_store) is m
+    assert m.components_.shape == (K, V)
+    np.testing.assert_allclose(m.components_.sum(axis=1), 1.0)
+    assert (m.components_ >= 0).all()
+    assert m.anchor_words_ == [m.vocab_[i] for i in m.anchors_]
+    assert m.topic_prevalence_.shape == (K,) and abs(m.topic_prevalence_.sum() - 1) < 1e-12
+    assert m.topic_cooccurrence_.shape == (K, K)
+    top = m.top_words(5)
+    assert len(top) == K and all(len(t) == 5 for t in top)
+    assert m.get_params()["n_topics"] == K and m.set_params(seed=4).seed == 4
+    for fmt, name in (("zarr", "m.zarr"), ("hdf5", "m.h5")):
+        m.save(tmp_path / name, format=fmt)
+        again = AnchorTopicModel.load(tmp_path / name)
+        np.testing.assert_array_equal(again.components_, m.components_)
+        np.testing.assert_array_equal(again.anchors_, m.anchors_)
+        np.testing.assert_array_equal(again.topic_cooccurrence_, m.topic_cooccurrence_)
+        assert again.vocab_ == m.vocab_ and again.top_words(5) == top
+        assert again.get_params() == m.get_params()
+
+
+def test_fit_is_deterministic_under_a_seed(semi_store):
+    a = AnchorTopicModel(K, seed=11).fit(semi_store)
+    b = AnchorTopicModel(K, seed=11).fit(semi_store)
+    np.testing.assert_array_equal(a.anchors_, b.anchors_)
+    np.testing.assert_array_equal(a.components_, b.components_)
+
+
+def test_zero_rows_get_zero_mass_and_are_never_anchors(tmp_path):
+    rng = np.random.default_rng(0)
+    A = rng.dirichlet(np.full(40, 0.3), size=4).T
+    A[[5, 17]] = 0.0  # two words that never occur
+    A /= A.sum(axis=0)
+    Q = synth.population_cooccurrence(A, 0.5)
+    st.CooccurrenceStore.from_array(Q, [f"w{i:02d}" for i in range(40)], tmp_path / "z.zarr",
+                                    n_docs=1000)
+    m = AnchorTopicModel(4, seed=0, exact_anchors=True).fit(tmp_path / "z.zarr")
+    assert not {5, 17} & set(m.anchors_.tolist())
+    assert (m.components_[:, [5, 17]] == 0).all()
+    assert np.isfinite(m.components_).all()
+
+
+def test_bad_parameters_give_clear_errors(semi_store, tmp_path):
+    with pytest.raises(ValueError, match="n_topics=1"):
+        AnchorTopicModel(1).fit(semi_store)
+    with pytest.raises(ValueError, match="recover='nope'"):
+        AnchorTopicModel(5, recover="nope").fit(semi_store)
+    with pytest.raises(ValueError, match="exceeds the .* anchor candidates"):
+        AnchorTopicModel(5, anchor_min_df=10**9).fit(semi_store)
+    empty = st.CooccurrenceStore.create(tmp_path / "empty.zarr", ["aa", "bb", "cc"])
+    with pytest.raises(st.StoreError, match="empty"):
+        AnchorTopicModel(2).fit(empty)
+    (tmp_path / "junk").mkdir()
+    with pytest.raises(ModelError, match="not a streamtopic model"):
+        AnchorTopicModel.load(tmp_path / "junk")
+    with pytest.raises(ModelError, match="no such model"):
+        AnchorTopicModel.load(tmp_path / "missing")
+    with pytest.raises(ModelError, match="not fitted"):
+        AnchorTopicModel(3).top_words()
+
+
+def test_cli_fit_and_topics(shared_data, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "kos-model"
+    res = runner.invoke(main, ["fit", str(shared_data / "uci-kos" / "docword.kos.txt.gz"),
+                               "-k", "20", "-o", str(out), "-q", "--seed", "1"])
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("topic")]
+    assert len(lines) == 20 and all("*" in ln for ln in lines)  # the anchor is marked
+    assert (tmp_path / "kos-model.store").is_dir()  # raw input was ingested beside the model
+    res2 = runner.invoke(main, ["topics", str(out), "--top", "5"])
+    assert res2.exit_code == 0
+    assert len(res2.output.splitlines()) == 20
+    # a second fit reuses the store (the input is already in its manifest)
+    res3 = runner.invoke(main, ["fit", str(tmp_path / "kos-model.store"), "-k", "2", "-o",
+                                str(tmp_path / "m2"), "-q"])
+    assert res3.exit_code == 0, res3.output
+    bad = runner.invoke(main, ["fit", str(tmp_path / "kos-model.store"), "-k", "1", "-o",
+                               str(tmp_path / "m3"), "-q"])
+    assert bad.exit_code != 0 and "n_topics=1" in bad.output
+    bad = runner.invoke(main, ["topics", str(tmp_path)])
+    assert bad.exit_code != 0 and "not a streamtopic model" in bad.output
