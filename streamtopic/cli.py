@@ -309,6 +309,148 @@ def topics(model_path: str, top: int) -> None:
         click.echo(line)
 
 
+@main.command("split")
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--output", "-o", "prefix", required=True,
+              help="Writes PREFIX.train.h5 and PREFIX.test.h5.")
+@click.option("--test-fraction", type=float, default=0.1, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
+@click.option("--vocab", type=click.Path(dir_okay=False), default=None, help="UCI vocabulary.")
+@click.option("--stop-words", default=None, help="'english', 'none', or a file.")
+@click.option("--text-field", default="text", show_default=True)
+@_scheduler_options
+@_errors
+def split_cmd(
+    inputs: tuple[str, ...], prefix: str, test_fraction: float, seed: int, fmt: str,
+    vocab: str | None, stop_words: str | None, text_field: str,
+    scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
+    local_mode: str, quiet: bool,
+) -> None:
+    """Split a corpus into a training and a held-out HDF5 corpus (deterministic per seed)."""
+    import os
+
+    from .corpus import read_corpus
+    from .corpus import split as do_split
+    from .vocabulary import Tokenizer
+
+    train, test = f"{prefix}.train.h5", f"{prefix}.test.h5"
+    for path in (train, test):
+        if os.path.exists(path):
+            raise click.ClickException(f"{path}: already exists")
+    corpus = read_corpus(list(inputs), format=fmt, vocab=vocab, text_field=text_field,
+                         tokenizer=Tokenizer(stop_words=stop_words))
+    with scheduler_context(
+        scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
+        numeric=_numeric_inputs(inputs, fmt), quiet=quiet,
+    ):
+        out = do_split(corpus, train, test, test_fraction=test_fraction, seed=seed,
+                       progress=not quiet)
+    click.echo(f"{train}: {out['n_train']:,} documents; {test}: {out['n_test']:,} documents")
+
+
+@main.command()
+@click.argument("model_path", type=click.Path())
+@click.option("--corpus", "corpus_inputs", multiple=True,
+              help="Reference corpus for coherence (default: the training inputs recorded in "
+                   "the model's store).")
+@click.option("--heldout", "heldout_inputs", multiple=True,
+              help="Held-out documents for the log-likelihood by document completion.")
+@click.option("--top-n", type=click.IntRange(min=2), default=20, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the half split.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Also write the JSON to this file.")
+@_scheduler_options
+@_errors
+def evaluate(
+    model_path: str, corpus_inputs: tuple[str, ...], heldout_inputs: tuple[str, ...],
+    top_n: int, seed: int, as_json: bool, output: str | None,
+    scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
+    local_mode: str, quiet: bool,
+) -> None:
+    """Score a model: coherence, unique words and held-out log-likelihood per token."""
+    import os
+
+    import numpy as np
+
+    from . import metrics
+    from .inference import document_completion
+    from .model import AnchorTopicModel
+    from .store import CooccurrenceStore
+
+    model = AnchorTopicModel.load(model_path)
+    refs: list = list(corpus_inputs)
+    if not refs:  # the training inputs, as the model's store recorded them
+        store_path = model.diagnostics_.get("store", {}).get("path")
+        if store_path and CooccurrenceStore.is_store(store_path):
+            refs = _recorded_sources(CooccurrenceStore.open(store_path))
+    all_inputs = [r for r in refs if isinstance(r, str)] + list(heldout_inputs)
+    report: dict = {"model": os.path.abspath(model_path), "n_topics": len(model.anchors_),
+                    "top_n": top_n}
+    order = np.argsort(-model.components_, axis=1, kind="stable")[:, :top_n]
+    with scheduler_context(
+        scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
+        numeric=_numeric_inputs(all_inputs, "auto") if all_inputs else True, quiet=quiet,
+    ):
+        unique = metrics.unique_words(model.components_, top_n=top_n)
+        report["unique_words"] = {"mean": float(np.mean(unique)), "per_topic": unique.tolist()}
+        if refs:
+            ref = refs[0] if len(refs) == 1 and not isinstance(refs[0], str) else refs
+            coh = metrics.coherence(order, ref, vocab=model.vocab_, progress=not quiet)
+            report["coherence"] = {
+                "mean": float(np.mean(coh)), "per_topic": coh.tolist(),
+                "corpus": [r if isinstance(r, str) else [s.path for s in r.sources]
+                           for r in refs],
+            }
+        if heldout_inputs:
+            dc = document_completion(model, list(heldout_inputs), seed=seed,
+                                     progress=not quiet)
+            report["heldout"] = {"per_token": dc.per_token, "n_docs": dc.n_docs,
+                                 "n_tokens": dc.n_tokens, "n_oov_tokens": dc.n_oov_tokens,
+                                 "corpus": list(heldout_inputs)}
+    text = json.dumps(report, indent=2)
+    if output:
+        with open(output, "w") as fh:
+            fh.write(text + "\n")
+    if as_json:
+        click.echo(text)
+        return
+    click.echo(f"model {report['model']}: K = {report['n_topics']}, top {top_n} words")
+    click.echo(f"unique words per topic (mean)   {report['unique_words']['mean']:.2f}")
+    if "coherence" in report:
+        click.echo(f"coherence (mean)                {report['coherence']['mean']:.2f}")
+    if "heldout" in report:
+        h = report["heldout"]
+        click.echo(f"held-out log-likelihood         {h['per_token']:.4f} nats/token "
+                   f"({h['n_docs']:,} documents, {h['n_tokens']:,} tokens scored)")
+    words = [[model.vocab_[i] for i in row[:8]] for row in order]
+    for k in range(len(words)):
+        coh_k = f"{report['coherence']['per_topic'][k]:9.2f}" if "coherence" in report else ""
+        click.echo(f"topic {k:3d} unique {unique[k]:2d} {coh_k}  {' '.join(words[k])}")
+
+
+def _recorded_sources(store: Any) -> list:
+    """One corpus of the store's recorded inputs that still exist, each read with its own
+    format and UCI vocabulary, and tokenised as the store was."""
+    import os
+
+    from .corpus import Corpus, read_corpus
+    from .vocabulary import Tokenizer
+
+    cfg = store.config.get("tokenizer")
+    tokenizer = Tokenizer.from_config(cfg) if cfg else Tokenizer()
+    parts = [
+        read_corpus(s["path"], format=s.get("format", "auto"), vocab=s.get("vocab_path"),
+                    tokenizer=tokenizer)
+        for s in store.sources if os.path.exists(s["path"])
+    ]
+    if not parts:
+        return []
+    return [Corpus([x for c in parts for x in c.sources], [x for c in parts for x in c.parts],
+                   tokenizer)]
+
+
 @main.command("demo-path")
 def demo_path() -> None:
     """Print the path of the bundled demo corpus (UCI KOS)."""

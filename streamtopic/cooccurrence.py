@@ -779,6 +779,7 @@ def _accumulate(
             ps = stats.per_source.get(src.path, {})
             entries.append({
                 "path": src.path, "sha256": h, "format": src.format, "bytes": src.size,
+                "vocab_path": src.vocab_path,
                 "n_docs": int(ps.get("docs", 0)), "n_tokens": int(ps.get("tokens", 0)),
                 "n_oov_tokens": int(ps.get("oov", 0)),
                 "ingested_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

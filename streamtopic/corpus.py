@@ -30,6 +30,7 @@ import hashlib
 import io
 import json
 import os
+import sys
 import tarfile
 import warnings
 import zlib
@@ -52,6 +53,7 @@ __all__ = [
     "read_corpus",
     "detect_format",
     "convert",
+    "split",
     "HDF5CorpusWriter",
     "bundled_corpus",
 ]
@@ -1141,45 +1143,96 @@ class HDF5CorpusWriter:
                 pass
 
 
+def _ordered_chunks(corpus: Corpus, progress: bool, label: str) -> Iterator[DocChunk]:
+    """The corpus' chunks in order, partitions read in parallel on the active scheduler a few
+    at a time (memory stays bounded by a few partitions)."""
+    import dask
+    from dask import delayed
+
+    from .cluster import n_workers
+
+    batch = max(2, 2 * n_workers())
+    parts = corpus.parts
+    for b0 in range(0, len(parts), batch):
+        tasks = [delayed(_read_part)(p, corpus.tokenizer) for p in parts[b0 : b0 + batch]]
+        (results,) = dask.compute(tasks)
+        for chunks in results:
+            yield from chunks
+        if progress:
+            done = min(b0 + batch, len(parts))
+            print(f"\r{label}: {done}/{len(parts)} partitions", end="", file=sys.stderr,
+                  flush=True)
+    if progress:
+        print(file=sys.stderr)
+
+
 def convert(
     corpus: Corpus, output: str | os.PathLike[str], *, progress: bool = True
 ) -> dict[str, int]:
-    """Write any readable corpus into the HDF5 CSR form, streaming.
-
-    Partitions are read in parallel on the active Dask scheduler, a few at a time, and appended
-    in corpus order, so memory stays bounded by a few partitions.
+    """Write any readable corpus into the HDF5 CSR form, streaming, in corpus order.
 
     Returns
     -------
     dict
         ``n_docs``, ``n_tokens``, ``nnz``, ``vocab_size``.
     """
-    import dask
-    from dask import delayed
-
-    from .cluster import n_workers
-
     n_tokens = 0
-    batch = max(2, 2 * n_workers())
-    parts = corpus.parts
     with HDF5CorpusWriter(output) as writer:
-        for b0 in range(0, len(parts), batch):
-            tasks = [delayed(_read_part)(p, corpus.tokenizer) for p in parts[b0 : b0 + batch]]
-            (results,) = dask.compute(tasks)
-            for chunks in results:
-                for ch in chunks:
-                    writer.append(ch.counts, ch.terms)
-                    n_tokens += int(ch.counts.sum())
-            if progress:
-                done = min(b0 + batch, len(parts))
-                print(f"\rconvert: {done}/{len(parts)} partitions", end="", flush=True)
-        if progress:
-            print()
+        for ch in _ordered_chunks(corpus, progress, "convert"):
+            writer.append(ch.counts, ch.terms)
+            n_tokens += int(ch.counts.sum())
         n_docs, nnz, V = writer.n_docs, writer.nnz, len(writer.terms)
     if n_docs == 0:
         os.remove(os.fspath(output))
         raise CorpusError(", ".join(s.path for s in corpus.sources), "the corpus has no documents")
     return {"n_docs": n_docs, "n_tokens": n_tokens, "nnz": nnz, "vocab_size": V}
+
+
+def _uniform_hash(seed: int, index: np.ndarray) -> np.ndarray:
+    """A uniform number in [0, 1) per document index (splitmix64 of seed and index): the
+    split of a document depends only on the seed and its position, not on partitioning."""
+    with np.errstate(over="ignore"):
+        z = index.astype(np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) / float(2**53)
+
+
+def split(
+    corpus: Corpus,
+    train_output: str | os.PathLike[str],
+    test_output: str | os.PathLike[str],
+    *,
+    test_fraction: float = 0.1,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict[str, int]:
+    """Split a corpus into train and test HDF5 corpora, streaming.
+
+    Document i (in corpus order) goes to the test set when a hash of (seed, i) falls below
+    ``test_fraction``: deterministic, and independent of how the input is partitioned.
+    Each file carries its own vocabulary (terms are matched by string when read back).
+    """
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction={test_fraction!r}: must be in (0, 1)")
+    index = 0
+    vocab: list[str] = []
+    with HDF5CorpusWriter(train_output) as train, HDF5CorpusWriter(test_output) as test:
+        for ch in _ordered_chunks(corpus, progress, "split"):
+            u = _uniform_hash(seed, np.arange(index, index + ch.n_docs))
+            index += ch.n_docs
+            is_test = u < test_fraction
+            for writer, rows in ((train, ~is_test), (test, is_test)):
+                writer.append(ch.counts[np.flatnonzero(rows)], ch.terms)
+        n_train, n_test = train.n_docs, test.n_docs
+        if n_train == 0 or n_test == 0:
+            raise CorpusError(
+                ", ".join(s.path for s in corpus.sources),
+                f"split leaves {n_train} training and {n_test} test documents",
+            )
+        vocab = train.terms
+    return {"n_train": n_train, "n_test": n_test, "vocab_size": len(vocab)}
 
 
 def _bytes_io(data: bytes) -> io.BytesIO:  # pragma: no cover - helper for tests

@@ -400,6 +400,32 @@ class AnchorTopicModel:
         order = np.argsort(-self.components_, axis=1, kind="stable")[:, :n]
         return [[self.vocab_[i] for i in row] for row in order]
 
+    def transform(self, X: Any) -> np.ndarray:
+        """Topic proportions of documents, topics fixed (see :mod:`streamtopic.inference`).
+
+        Parameters
+        ----------
+        X : sparse matrix or array of shape (n_docs, V)
+            Word counts over the model's vocabulary.
+
+        Returns
+        -------
+        ndarray of shape (n_docs, K)
+            Rows on the simplex.
+        """
+        import scipy.sparse as sp
+
+        from .inference import infer_topics
+
+        self._check_fitted()
+        X = sp.csr_matrix(X)
+        if X.shape[1] != self.components_.shape[1]:
+            raise ValueError(
+                f"X has {X.shape[1]} columns; the model's vocabulary has "
+                f"{self.components_.shape[1]} words"
+            )
+        return infer_topics(self.components_, X)
+
     # ----------------------------------------------------------------- persistence
 
     def _meta(self) -> dict[str, Any]:

@@ -1,0 +1,55 @@
+"""`streamtopic split`, `fit` and `evaluate` on KOS with a held-out split."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from click.testing import CliRunner
+
+import streamtopic as st
+from streamtopic.cli import main
+
+
+def test_split_is_deterministic_and_complete(shared_data, tmp_path):
+    runner = CliRunner()
+    docword = str(shared_data / "uci-kos" / "docword.kos.txt.gz")
+    res = runner.invoke(main, ["split", docword, "-o", str(tmp_path / "kos"), "--local",
+                               "threads", "-q", "--test-fraction", "0.1"])
+    assert res.exit_code == 0, res.output
+    train = st.read_corpus(str(tmp_path / "kos.train.h5"))
+    test = st.read_corpus(str(tmp_path / "kos.test.h5"))
+    n_train = sum(c.n_docs for c in train.iter_chunks())
+    n_test = sum(c.n_docs for c in test.iter_chunks())
+    assert n_train + n_test == 3430 and 250 < n_test < 450
+    # the same seed on differently partitioned input picks the same documents
+    from streamtopic.corpus import read_corpus, split
+
+    out = split(read_corpus(docword, blocksize=100_000), str(tmp_path / "b.train.h5"),
+                str(tmp_path / "b.test.h5"), test_fraction=0.1, seed=0, progress=False)
+    assert out["n_test"] == n_test
+
+
+def test_evaluate_on_kos(shared_data, tmp_path):
+    runner = CliRunner()
+    docword = str(shared_data / "uci-kos" / "docword.kos.txt.gz")
+    assert runner.invoke(main, ["split", docword, "-o", str(tmp_path / "kos"), "-q"]).exit_code == 0
+    res = runner.invoke(main, ["fit", str(tmp_path / "kos.train.h5"), "-k", "10", "-o",
+                               str(tmp_path / "m.zarr"), "-q"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(main, ["evaluate", str(tmp_path / "m.zarr"), "--heldout",
+                               str(tmp_path / "kos.test.h5"), "--json", "-q"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output)
+    V = len(st.AnchorTopicModel.load(tmp_path / "m.zarr").vocab_)
+    # coherence from the training inputs recorded in the store: log-ratios, ≤ 0 on average
+    coh = report["coherence"]["per_topic"]
+    assert len(coh) == 10 and all(np.isfinite(coh)) and report["coherence"]["mean"] < 0
+    assert all(0 <= u <= 20 for u in report["unique_words"]["per_topic"])
+    held = report["heldout"]
+    assert np.log(1.0 / V) < held["per_token"] < 0 and held["n_docs"] > 250
+    # the table form prints the same figures
+    res = runner.invoke(main, ["evaluate", str(tmp_path / "m.zarr"), "--heldout",
+                               str(tmp_path / "kos.test.h5"), "-q"])
+    assert res.exit_code == 0 and "held-out log-likelihood" in res.output
+    assert f"{held['per_token']:.4f}" in res.output
