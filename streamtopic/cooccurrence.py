@@ -338,13 +338,6 @@ def _stats_of(partition: list[tuple[list[Any], _Stats]]) -> _Stats:
     return partition[0][1]
 
 
-def _sum_pieces(*pieces: Any) -> Any:
-    acc = None
-    for p in pieces:
-        acc = _add_piece(acc, p)
-    return acc
-
-
 def _accumulate_piece(acc: Any, piece: Any, *tickets: None) -> tuple[Any, None]:
     """One link of a group's accumulation chain: ``acc`` (the previous link's result, which
     only this link consumes) plus a partition's piece, in place when ``acc`` is dense.
@@ -422,11 +415,7 @@ def _chains(pieces: list[list[Any]]) -> list[Any]:
         for g in range(len(pieces)):
             extra = () if ticket is None else (ticket,)
             accs[g], ticket = link(accs[g], pieces[g][k], *extra)
-    return [delayed(_first, pure=True)(a) for a in accs]
-
-
-def _first(x: Any) -> Any:
-    return x
+    return accs
 
 
 def _tree(combine: Any, items: Sequence[Any]) -> Any:
@@ -677,6 +666,7 @@ def ingest(
         parent = os.path.dirname(store_path) or "."
         if not os.path.isdir(parent):
             raise StoreError(f"{parent}: directory does not exist")
+        _remove_dead_first_ingests(store_path)
         tmp_path = os.path.join(
             parent, f".{os.path.basename(store_path)}.tmp-{uuid.uuid4().hex[:12]}"
         )
@@ -707,6 +697,35 @@ def ingest(
     report.skipped_inputs = skipped
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _remove_dead_first_ingests(store_path: str) -> None:
+    """Delete the hidden build directories of earlier first ingests into ``store_path`` whose
+    writer is dead (a process killed before its store was renamed into place)."""
+    import glob
+    import json
+    import socket
+
+    from .store import _LOCK, _pid_alive
+
+    pattern = os.path.join(
+        os.path.dirname(store_path), f".{os.path.basename(store_path)}.tmp-*"
+    )
+    for tmp in glob.glob(pattern):
+        lock = os.path.join(tmp, _LOCK)
+        try:
+            with open(lock) as fh:
+                owner = json.load(fh)
+        except (OSError, ValueError):
+            owner = None
+        if owner is None:
+            dead = time.time() - os.path.getmtime(tmp) > 3600  # never locked: abandoned
+        else:
+            dead = owner.get("host") == socket.gethostname() and not _pid_alive(
+                int(owner.get("pid", -1))
+            )
+        if dead:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _check_pruning_args(

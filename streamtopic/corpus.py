@@ -27,7 +27,6 @@ from __future__ import annotations
 import glob as _glob
 import gzip
 import hashlib
-import io
 import json
 import os
 import sys
@@ -1233,7 +1232,3 @@ def split(
             )
         vocab = train.terms
     return {"n_train": n_train, "n_test": n_test, "vocab_size": len(vocab)}
-
-
-def _bytes_io(data: bytes) -> io.BytesIO:  # pragma: no cover - helper for tests
-    return io.BytesIO(data)

@@ -36,7 +36,7 @@ from scipy.optimize import linear_sum_assignment
 from scipy.special import rel_entr
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .corpus import Corpus, DocChunk
+    from .corpus import DocChunk
 
 __all__ = [
     "MatchedL1",

@@ -143,11 +143,6 @@ def solve_l2(
     return BlockResult(X, gap <= thresh, gap, it)
 
 
-def objective_rows(X: np.ndarray, G: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """c G cᵀ − 2 c·b for each row (the L2 objective without the constant ‖q‖²)."""
-    return np.einsum("ij,ij->i", X @ G, X) - 2 * np.einsum("ij,ij->i", X, B)
-
-
 def solve_kl(
     R: np.ndarray,
     Qrows: np.ndarray,

@@ -286,7 +286,10 @@ def test_kill_first_ingest_threads(tmp_path, corpora):
     assert not os.path.exists(store)
     assert not CooccurrenceStore.is_store(store)
 
+    assert glob.glob(os.path.join(str(tmp_path), ".store.tmp-*"))  # the dead build is there
     run_ingest_cli(args, str(tmp_path), "rerun")
+    # ... and the rerun removed it (its writer is dead), leaving only the new store
+    assert not glob.glob(os.path.join(str(tmp_path), ".store.tmp-*"))
     s = CooccurrenceStore.open(store)
     assert s.version == 1
     assert s.n_docs == N_BIG
