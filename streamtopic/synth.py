@@ -2,7 +2,8 @@
 
 The generative model is LDA's: topics are the columns of a column-stochastic V×K matrix ``A``
 (each column a distribution over the V words); a document draws proportions
-θ ~ Dirichlet(α) (K,), then each of its n tokens draws a topic z ~ Cat(θ) and a word
+θ ~ Dirichlet(α) (K,), or correlated proportions from a logistic normal
+(:class:`LogisticNormal`), then each of its n tokens draws a topic z ~ Cat(θ) and a word
 w ~ Cat(A[:, z]).
 
 Functions
@@ -17,6 +18,14 @@ Functions
 :func:`population_cooccurrence`, :func:`dirichlet_second_moment`
     The exact expected co-occurrence Q = A E[θθᵀ] Aᵀ (the "infinite data" limit of the
     estimator in :mod:`streamtopic.cooccurrence`).
+:class:`LogisticNormal`, :func:`parse_theta`, :func:`second_moment`, :func:`population_store`
+    Correlated topic proportions (block-structured covariance), E[θθᵀ] for any θ law (by
+    Monte Carlo for the logistic normal) and the population Q written as a store.
+:func:`topics_from_model`, :func:`plant_anchors`
+    Semi-synthetic topics from a saved model, optionally with planted anchors.
+:func:`synthesize`, :func:`save_topics`, :func:`load_topics`
+    A corpus and its ground truth (``OUTPUT.topics.npz``), generated in parallel Dask tasks
+    with output identical to the serial path: the entry point of ``streamtopic synth``.
 
 Determinism
 -----------
@@ -30,13 +39,19 @@ returns exactly the documents that :func:`write_corpus` writes with the same arg
 from __future__ import annotations
 
 import gzip
+import itertools
+import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import IO, Any, Union
+from typing import IO, Any, NamedTuple, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -52,6 +67,22 @@ __all__ = [
     "iter_documents",
     "write_corpus",
     "WRITE_FORMATS",
+    "SYNTH_FORMATS",
+    "LogisticNormal",
+    "ThetaSpec",
+    "parse_theta",
+    "theta_dict",
+    "second_moment",
+    "population_store",
+    "plant_anchors",
+    "topics_from_model",
+    "infer_format",
+    "topics_path",
+    "save_topics",
+    "load_topics",
+    "synthesize",
+    "TOPICS_SUFFIX",
+    "POPULATION_SUFFIX",
 ]
 
 SeedLike = Union[int, np.random.SeedSequence, np.random.Generator, None]
@@ -59,6 +90,9 @@ SeedLike = Union[int, np.random.SeedSequence, np.random.Generator, None]
 state is advanced) or None (fresh entropy)."""
 
 WRITE_FORMATS = ("hdf5", "uci", "text")
+"""Formats of :func:`write_corpus`."""
+SYNTH_FORMATS = ("hdf5", "uci", "text", "jsonl")
+"""Formats of :func:`synthesize`."""
 
 _UNIT_TOKENS = 2**20  # target tokens per generation unit
 _UNIT_MIN_DOCS = 64
@@ -191,12 +225,7 @@ def _topics(
         raise ValueError(f"beta={beta!r}: must be > 0")
     rng = _rng(seed)
     A = np.ascontiguousarray(rng.dirichlet(np.full(V, float(beta)), size=K).T)  # V×K
-    anchors = np.zeros(0, np.int64)
-    if planted:
-        anchors = rng.choice(V, size=K, replace=False).astype(np.int64)
-        top = A.max(axis=0)  # (K,) each topic's largest entry
-        A[anchors, :] = 0.0
-        A[anchors, np.arange(K)] = top
+    anchors = _plant_in_place(A, rng) if planted else np.zeros(0, np.int64)
     sums = A.sum(axis=0)
     if np.any(sums <= 0) or not np.all(np.isfinite(sums)):
         raise FloatingPointError(
@@ -204,6 +233,88 @@ def _topics(
         )
     A /= sums
     return A, anchors
+
+
+def _plant_in_place(A: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Plant one anchor word per topic in ``A`` (V×K, modified in place, not renormalised).
+
+    K distinct words are drawn uniformly; each one's row is zeroed in every topic, and the
+    anchor of topic k gets topic k's largest entry (taken before the zeroing).
+
+    Returns
+    -------
+    anchors : ndarray of shape (K,), int64
+    """
+    V, K = A.shape
+    anchors = rng.choice(V, size=K, replace=False).astype(np.int64)
+    top = A.max(axis=0)  # (K,) each topic's largest entry
+    A[anchors, :] = 0.0
+    A[anchors, np.arange(K)] = top
+    return anchors
+
+
+def plant_anchors(A: np.ndarray, seed: SeedLike = None) -> tuple[np.ndarray, np.ndarray]:
+    """Plant one anchor word per topic into given topics, by the rule of
+    :func:`dirichlet_topics_with_anchors`.
+
+    K distinct words are drawn uniformly as anchors; the row of each anchor is zeroed in
+    every topic, the anchor of topic k gets topic k's largest entry, and the columns are
+    renormalised. Useful for semi-synthetic topics taken from a fitted model
+    (:func:`topics_from_model`), which need not be separable.
+
+    Parameters
+    ----------
+    A : ndarray of shape (V, K)
+        Column-stochastic topics (V >= K); not modified.
+    seed : int, SeedSequence, Generator or None
+
+    Returns
+    -------
+    A_planted : ndarray of shape (V, K), float64
+        Column-stochastic; word ``anchors[k]`` occurs only in topic k.
+    anchors : ndarray of shape (K,), int64
+    """
+    A = np.array(_check_topics(A), dtype=np.float64, order="C")  # a fresh copy
+    V, K = A.shape
+    if V < K:
+        raise ValueError(f"planted anchors need n_words >= n_topics (got V={V}, K={K})")
+    anchors = _plant_in_place(A, _rng(seed))
+    sums = A.sum(axis=0)
+    if np.any(sums <= 0):  # pragma: no cover - the anchor keeps the column's maximum
+        raise FloatingPointError("a topic lost all its weight while planting anchors")
+    A /= sums
+    return A, anchors
+
+
+def topics_from_model(path: str | os.PathLike[str]) -> tuple[np.ndarray, list[str]]:
+    """The topics of a saved :class:`~streamtopic.model.AnchorTopicModel`, as semi-synthetic
+    ground truth (as in Arora et al., 2013, who generate from topics learned on real data).
+
+    Parameters
+    ----------
+    path : path
+        A model saved by :meth:`AnchorTopicModel.save` (zarr group or HDF5 file).
+
+    Returns
+    -------
+    A : ndarray of shape (V, K), float64
+        ``components_.T``, with tiny negative round-off clipped to 0 and the columns
+        renormalised to sum to exactly 1.
+    vocab : list of str, length V
+        The model's words, one per row of ``A``.
+    """
+    from .model import AnchorTopicModel
+
+    model = AnchorTopicModel.load(path)
+    A = np.array(np.asarray(model.components_, dtype=np.float64).T, order="C")
+    if not np.all(np.isfinite(A)):
+        raise ValueError(f"{os.fspath(path)}: the model's topics are not finite")
+    np.maximum(A, 0.0, out=A)
+    sums = A.sum(axis=0)
+    if np.any(sums <= 0):
+        raise ValueError(f"{os.fspath(path)}: topic {int(np.argmin(sums))} has no weight")
+    A /= sums
+    return A, list(model.vocab_)
 
 
 def dirichlet_second_moment(alpha: float | np.ndarray, n_topics: int) -> np.ndarray:
@@ -286,6 +397,326 @@ def _check_topics(A: np.ndarray) -> np.ndarray:
     return A / sums
 
 
+# ----------------------------------------------------------------------------- topic proportions
+
+
+@dataclass(frozen=True)
+class LogisticNormal:
+    """Correlated topic proportions: θ = softmax(η), η ~ N(μ, Σ) (the logistic normal).
+
+    The topics are split into consecutive groups of ``group_size`` (topic k is in group
+    ``k // group_size``; the last group is smaller when ``group_size`` does not divide K).
+    The covariance is block-structured,
+
+        Σ = σ² [(1 − ρ) I + ρ B],   B_ij = 1 if topics i and j share a group, else 0,
+
+    so every η_k has variance σ², two topics of the same group have correlation ρ and
+    topics of different groups are independent. This is the kind of correlated-topic
+    experiment of Arora et al. (2013, Fig. 4), who use ρ = 0.05 and 0.1.
+
+    The mean is μ = 0: every η_k has the same marginal N(0, σ²), so E[θ] is exactly
+    uniform (1/K each) when ``group_size`` divides K, by symmetry, and nearly uniform
+    otherwise. ``group_size`` defaults to 10 (with K = 100: ten groups of ten) and σ to 1;
+    larger σ gives sparser, more peaked θ.
+
+    Sampling is η = σ (√(1−ρ) z + √ρ g[group]), with z ~ N(0, I_K) and one g ~ N(0, 1)
+    per group, which has exactly the covariance above.
+
+    Parameters
+    ----------
+    rho : float
+        Within-group correlation of η, in [0, 1).
+    group_size : int
+        Topics per group (>= 1).
+    sigma : float
+        Standard deviation of each η_k (> 0).
+    """
+
+    rho: float = 0.0
+    group_size: int = 10
+    sigma: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= float(self.rho) < 1.0):
+            raise ValueError(f"rho={self.rho!r}: must be in [0, 1)")
+        if int(self.group_size) != self.group_size or self.group_size < 1:
+            raise ValueError(f"group_size={self.group_size!r}: must be a positive integer")
+        if not (np.isfinite(self.sigma) and self.sigma > 0):
+            raise ValueError(f"sigma={self.sigma!r}: must be positive and finite")
+        object.__setattr__(self, "rho", float(self.rho))
+        object.__setattr__(self, "group_size", int(self.group_size))
+        object.__setattr__(self, "sigma", float(self.sigma))
+
+    def groups(self, n_topics: int) -> np.ndarray:
+        """Group of each topic, ``k // group_size``: int64 array of shape (K,)."""
+        return np.arange(int(n_topics), dtype=np.int64) // self.group_size
+
+    def covariance(self, n_topics: int) -> np.ndarray:
+        """Σ = σ² [(1 − ρ) I + ρ B], shape (K, K)."""
+        g = self.groups(n_topics)
+        same = (g[:, None] == g[None, :]).astype(np.float64)
+        return self.sigma**2 * ((1.0 - self.rho) * np.eye(int(n_topics)) + self.rho * same)
+
+    def sample_eta(self, n: int, n_topics: int, rng: np.random.Generator) -> np.ndarray:
+        """η ~ N(0, Σ): ndarray of shape (n, K)."""
+        g = self.groups(n_topics)
+        eta = rng.standard_normal((int(n), int(n_topics)))
+        if self.rho > 0:
+            eta *= np.sqrt(1.0 - self.rho)
+            eta += np.sqrt(self.rho) * rng.standard_normal((int(n), int(g[-1]) + 1))[:, g]
+        eta *= self.sigma
+        return eta
+
+    def sample(self, n: int, n_topics: int, rng: np.random.Generator) -> np.ndarray:
+        """θ = softmax(η): ndarray of shape (n, K), rows sum to 1."""
+        return _softmax_rows(self.sample_eta(n, n_topics, rng))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "logistic_normal", "rho": self.rho, "group_size": self.group_size,
+                "sigma": self.sigma}
+
+
+ThetaSpec = Union[str, LogisticNormal]
+"""How documents draw θ: ``"dirichlet"`` (θ ~ Dirichlet(α), using ``alpha``) or a
+:class:`LogisticNormal`."""
+
+
+def _softmax_rows(eta: np.ndarray) -> np.ndarray:
+    eta = eta - eta.max(axis=1, keepdims=True)
+    np.exp(eta, out=eta)
+    eta /= eta.sum(axis=1, keepdims=True)
+    return eta
+
+
+def parse_theta(spec: ThetaSpec) -> ThetaSpec:
+    """A θ specification from a :class:`LogisticNormal` or a string (for command lines).
+
+    Strings: ``"dirichlet"``, or ``"logistic-normal"`` (also ``"logistic_normal"``,
+    ``"ln"``), optionally followed by ``:key=value,...`` with keys ``rho``,
+    ``group_size`` and ``sigma``, e.g. ``"ln:rho=0.1,group_size=5"``.
+
+    Returns
+    -------
+    ``"dirichlet"`` or LogisticNormal
+    """
+    if isinstance(spec, LogisticNormal):
+        return spec
+    if not isinstance(spec, str):
+        raise TypeError(f"theta={spec!r}: expected 'dirichlet', a string or a LogisticNormal")
+    kind, _, rest = spec.strip().partition(":")
+    kind = kind.strip().lower()
+    if kind == "dirichlet":
+        if rest.strip():
+            raise ValueError(f"theta={spec!r}: 'dirichlet' takes no options (use alpha)")
+        return "dirichlet"
+    if kind not in ("logistic-normal", "logistic_normal", "ln", "logisticnormal"):
+        raise ValueError(f"theta={spec!r}: expected 'dirichlet' or 'logistic-normal[:k=v,...]'")
+    kwargs: dict[str, Any] = {}
+    for item in filter(None, (x.strip() for x in rest.split(","))):
+        key, eq, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not eq or key not in ("rho", "group_size", "sigma"):
+            raise ValueError(f"theta={spec!r}: bad option {item!r} (rho, group_size, sigma)")
+        try:
+            kwargs[key] = int(value) if key == "group_size" else float(value)
+        except ValueError:
+            raise ValueError(f"theta={spec!r}: bad value in {item!r}") from None
+    return LogisticNormal(**kwargs)
+
+
+def _theta_law(theta: ThetaSpec) -> LogisticNormal | None:
+    """None for the Dirichlet, else the LogisticNormal."""
+    spec = parse_theta(theta)
+    return spec if isinstance(spec, LogisticNormal) else None
+
+
+def theta_dict(theta: ThetaSpec = "dirichlet", alpha: float | np.ndarray = 0.1) -> dict[str, Any]:
+    """A JSON-ready description of the θ law: ``{"kind": "dirichlet", "alpha": ...}`` or
+    ``{"kind": "logistic_normal", "rho": ..., "group_size": ..., "sigma": ...}``."""
+    law = _theta_law(theta)
+    if law is not None:
+        return law.to_dict()
+    a = np.asarray(alpha, dtype=np.float64)
+    return {"kind": "dirichlet", "alpha": float(a) if a.ndim == 0 else a.tolist()}
+
+
+def _orbit_average(M: np.ndarray, law: LogisticNormal) -> np.ndarray:
+    """Average the entries of a K×K estimate of E[θθᵀ] over the symmetries of ``law``.
+
+    Permuting topics within a group, or whole groups of equal size, leaves the law of θ
+    unchanged, so E[θθᵀ]_ij only depends on whether i = j, i and j share a group, and the
+    sizes of their groups. Averaging each such class keeps the expectation and lowers the
+    Monte Carlo variance.
+    """
+    K = M.shape[0]
+    g = law.groups(K)
+    size = np.bincount(g)[g]  # (K,) size of each topic's group
+    kind = np.where(np.eye(K, dtype=bool), 0, np.where(g[:, None] == g[None, :], 1, 2))
+    s_lo = np.minimum(size[:, None], size[None, :])
+    s_hi = np.maximum(size[:, None], size[None, :])
+    keys = np.stack([kind.ravel(), s_lo.ravel(), s_hi.ravel()], axis=1)
+    _, label = np.unique(keys, axis=0, return_inverse=True)
+    label = label.ravel()
+    means = np.bincount(label, weights=M.ravel()) / np.bincount(label)
+    return means[label].reshape(K, K)
+
+
+def second_moment(
+    theta: ThetaSpec,
+    n_topics: int,
+    *,
+    alpha: float | np.ndarray = 0.1,
+    n_samples: int = 200_000,
+    seed: SeedLike = 0,
+    monte_carlo: bool | None = None,
+    chunk: int = 50_000,
+) -> tuple[np.ndarray, bool]:
+    """E[θθᵀ] of the topic proportions, exact when known, else by Monte Carlo.
+
+    The Dirichlet has the closed form :func:`dirichlet_second_moment`. The logistic normal
+    has none: its moment is estimated as the mean of θθᵀ over ``n_samples`` draws (in
+    chunks of ``chunk`` draws, so memory is O(chunk · K)), then averaged over the law's
+    symmetries (topics of one group are exchangeable, and so are groups of equal size),
+    which keeps the expectation and lowers the variance. Each entry's standard error is
+    at most about sqrt(E[θ_i² θ_j²] / n_samples).
+
+    Parameters
+    ----------
+    theta : 'dirichlet', str or LogisticNormal
+        The law of θ (see :func:`parse_theta`).
+    n_topics : int
+        K.
+    alpha : float or ndarray of shape (K,)
+        Dirichlet concentration (used only by the Dirichlet).
+    n_samples : int
+        Monte Carlo draws (>= 1).
+    seed : int, SeedSequence, Generator or None
+        Seed of the Monte Carlo draws.
+    monte_carlo : bool, optional
+        Force the Monte Carlo estimate (True; for the Dirichlet, a check of the estimator
+        against the closed form, without the symmetry averaging) or refuse it (False).
+        Default: exact when possible.
+    chunk : int
+        Draws per chunk.
+
+    Returns
+    -------
+    M : ndarray of shape (K, K), float64
+        Symmetric, non-negative, entries sum to 1.
+    is_exact : bool
+        False when ``M`` is a Monte Carlo estimate.
+    """
+    K = int(n_topics)
+    if K < 1:
+        raise ValueError(f"n_topics={n_topics!r}: must be >= 1")
+    law = _theta_law(theta)
+    if law is None and not monte_carlo:
+        return dirichlet_second_moment(alpha, K), True
+    if monte_carlo is False:
+        raise ValueError("the logistic normal has no closed-form E[θθᵀ]; use monte_carlo")
+    if int(n_samples) != n_samples or n_samples < 1:
+        raise ValueError(f"n_samples={n_samples!r}: must be a positive integer")
+    if chunk < 1:
+        raise ValueError(f"chunk={chunk!r}: must be >= 1")
+    a = _alpha_vector(alpha, K) if law is None else None
+    rng = _rng(seed)
+    M = np.zeros((K, K))
+    done = 0
+    while done < n_samples:
+        n = min(int(chunk), int(n_samples) - done)
+        T = rng.dirichlet(a, size=n) if law is None else law.sample(n, K, rng)  # (n, K)
+        M += T.T @ T
+        done += n
+    M /= n_samples
+    M = 0.5 * (M + M.T)
+    if law is not None:
+        M = _orbit_average(M, law)
+    M /= M.sum()  # each θθᵀ sums to 1; remove the round-off
+    return M, False
+
+
+class _LowRankQ:
+    """Q = A M Aᵀ (V×V), computed block by block on indexing: never held whole."""
+
+    def __init__(self, A: np.ndarray, M: np.ndarray) -> None:
+        self._A = A
+        self._AM = A @ M  # (V, K)
+        self.shape = (A.shape[0], A.shape[0])
+
+    def __getitem__(self, key: tuple[slice, slice]) -> np.ndarray:
+        rows, cols = key
+        return self._AM[rows] @ self._A[cols].T
+
+
+def population_store(
+    path: str | os.PathLike[str],
+    A: np.ndarray,
+    theta: ThetaSpec = "dirichlet",
+    *,
+    alpha: float | np.ndarray = 0.1,
+    vocab: Sequence[str] | None = None,
+    n_docs: int = 10**6,
+    n_samples: int = 200_000,
+    seed: SeedLike = 0,
+    chunk_size: int | None = None,
+) -> dict[str, Any]:
+    """Write the population co-occurrence Q = A E[θθᵀ] Aᵀ as a co-occurrence store.
+
+    The "infinite data" limit of ingesting documents drawn from ``A`` and ``theta``: fitting
+    a model to this store isolates the algorithm's error from the sampling error. E[θθᵀ]
+    comes from :func:`second_moment`: exact for the Dirichlet, a Monte Carlo estimate for
+    the logistic normal. Q is computed block by block (one store chunk at a time), so
+    memory is O(V·K + chunk²), not O(V²). Written by
+    :meth:`streamtopic.CooccurrenceStore.from_array` (word counts and document
+    frequencies are marked unknown).
+
+    Parameters
+    ----------
+    path : path
+        The store to create (must not exist).
+    A : ndarray of shape (V, K)
+        Column-stochastic topics.
+    theta : 'dirichlet', str or LogisticNormal
+    alpha : float or ndarray of shape (K,)
+        Dirichlet concentration (Dirichlet only).
+    vocab : sequence of str of length V, optional
+        Default :func:`default_vocab`.
+    n_docs : int
+        The nominal document count recorded in the store (its sum is Q · n_docs).
+    n_samples, seed
+        Monte Carlo draws and their seed (logistic normal only).
+    chunk_size : int, optional
+        The store's chunk size (default: the store's default).
+
+    Returns
+    -------
+    dict
+        ``path``, ``V``, ``K``, ``n_docs``, ``theta`` (see :func:`theta_dict`),
+        ``second_moment`` (``"exact"`` or ``"monte_carlo"``), ``monte_carlo`` (bool),
+        ``n_samples`` (0 when exact) and ``store_version``.
+    """
+    from .store import CooccurrenceStore
+
+    A = _check_topics(A)
+    V, K = A.shape
+    terms = _check_vocab(vocab, V, "hdf5")
+    M, exact = second_moment(theta, K, alpha=alpha, n_samples=n_samples, seed=seed)
+    store = CooccurrenceStore.from_array(
+        _LowRankQ(A, M), terms, path, n_docs=int(n_docs), chunk_size=chunk_size
+    )
+    return {
+        "path": store.path,
+        "V": V,
+        "K": K,
+        "n_docs": int(n_docs),
+        "theta": theta_dict(theta, alpha),
+        "second_moment": "exact" if exact else "monte_carlo",
+        "monte_carlo": not exact,
+        "n_samples": 0 if exact else int(n_samples),
+        "store_version": store.version,
+    }
+
+
 # ----------------------------------------------------------------------------- documents
 
 
@@ -299,6 +730,7 @@ class _Model:
     doc_length: int
     poisson: bool
     unit_docs: int
+    theta: LogisticNormal | None = None  # None: θ ~ Dirichlet(alpha)
 
     @property
     def V(self) -> int:
@@ -310,7 +742,11 @@ class _Model:
 
 
 def _model(
-    A: np.ndarray, alpha: float | np.ndarray, doc_length: int, poisson: bool
+    A: np.ndarray,
+    alpha: float | np.ndarray,
+    doc_length: int,
+    poisson: bool,
+    theta: ThetaSpec = "dirichlet",
 ) -> _Model:
     A = _check_topics(A)
     K = A.shape[1]
@@ -322,7 +758,10 @@ def _model(
     cdf_t = np.minimum(np.cumsum(A_t, axis=1), 1.0)
     cdf_t[:, -1] = 1.0
     unit = int(np.clip(_UNIT_TOKENS // int(doc_length), _UNIT_MIN_DOCS, _UNIT_MAX_DOCS))
-    return _Model(A_t, cdf_t, _alpha_vector(alpha, K), int(doc_length), bool(poisson), unit)
+    law = _theta_law(theta)
+    return _Model(
+        A_t, cdf_t, _alpha_vector(alpha, K), int(doc_length), bool(poisson), unit, law
+    )
 
 
 def _draw_words(model: _Model, k: int, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -342,7 +781,10 @@ def _draw_words(model: _Model, k: int, n: int, rng: np.random.Generator) -> np.n
 def _sample_unit(model: _Model, n_docs: int, rng: np.random.Generator) -> sp.csr_matrix:
     """One unit: ``n_docs`` documents as an (n_docs × V) int32 CSR count matrix."""
     V = model.V
-    theta = rng.dirichlet(model.alpha, size=n_docs)  # (B, K)
+    if model.theta is None:
+        theta = rng.dirichlet(model.alpha, size=n_docs)  # (B, K)
+    else:
+        theta = model.theta.sample(n_docs, model.K, rng)  # (B, K)
     if model.poisson:
         lengths = np.maximum(rng.poisson(model.doc_length, size=n_docs), 1)
     else:
@@ -376,15 +818,23 @@ def _iter_units(
     document's tokens shuffled; int32, length = tokens of the unit)."""
     root = _seed_sequence(seed)
     for u, d0, d1 in _unit_bounds(n_docs, model.unit_docs):
-        rng = _unit_rng(root, u)
-        H = _sample_unit(model, d1 - d0, rng)
-        tokens = None
-        if token_order:  # drawn after the counts, so the counts do not depend on it
-            tokens = np.repeat(H.indices, H.data)
-            doc = np.repeat(np.arange(H.shape[0], dtype=np.float64), np.diff(H.indptr))
-            doc = np.repeat(doc, H.data)
-            tokens = tokens[np.argsort(doc + rng.random(doc.size))]
-        yield H, tokens
+        yield _make_unit(model, root, u, d1 - d0, token_order)
+
+
+def _make_unit(
+    model: _Model, root: np.random.SeedSequence, u: int, n_docs: int, token_order: bool
+) -> tuple[sp.csr_matrix, np.ndarray | None]:
+    """Unit ``u`` (of ``n_docs`` documents): its counts and, with ``token_order``, its tokens
+    in document order. Depends only on (model, root, u, n_docs)."""
+    rng = _unit_rng(root, u)
+    H = _sample_unit(model, n_docs, rng)
+    tokens = None
+    if token_order:  # drawn after the counts, so the counts do not depend on it
+        tokens = np.repeat(H.indices, H.data)
+        doc = np.repeat(np.arange(H.shape[0], dtype=np.float64), np.diff(H.indptr))
+        doc = np.repeat(doc, H.data)
+        tokens = tokens[np.argsort(doc + rng.random(doc.size))]
+    return H, tokens
 
 
 def _check_sampling(n_docs: int) -> int:
@@ -402,12 +852,13 @@ def iter_documents(
     poisson: bool = False,
     seed: SeedLike = None,
     block_docs: int = 10_000,
+    theta: ThetaSpec = "dirichlet",
 ) -> Iterator[sp.csr_matrix]:
     """Generate documents block by block, in bounded memory.
 
     Parameters
     ----------
-    A, alpha, doc_length, poisson, seed
+    A, alpha, doc_length, poisson, seed, theta
         See :func:`sample_documents`.
     n_docs : int
         D, the total number of documents.
@@ -424,7 +875,7 @@ def iter_documents(
     n_docs = _check_sampling(n_docs)
     if block_docs < 1:
         raise ValueError(f"block_docs={block_docs!r}: must be >= 1")
-    model = _model(A, alpha, doc_length, poisson)
+    model = _model(A, alpha, doc_length, poisson, theta)
     units = (H for H, _ in _iter_units(model, n_docs, seed))
     yield from _exact_blocks(units, int(block_docs))
 
@@ -453,23 +904,6 @@ def _exact_blocks(units: Iterator[sp.csr_matrix], block_docs: int) -> Iterator[s
         yield sp.vstack(pending, format="csr") if len(pending) > 1 else pending[0]
 
 
-def _rebatch(
-    units: Iterator[tuple[sp.csr_matrix, np.ndarray | None]], block_docs: int
-) -> Iterator[list[tuple[sp.csr_matrix, np.ndarray | None]]]:
-    """Group consecutive units into batches of at least ``block_docs`` documents (the last
-    batch may hold fewer); memory holds at most one batch."""
-    batch: list[tuple[sp.csr_matrix, np.ndarray | None]] = []
-    n = 0
-    for unit in units:
-        batch.append(unit)
-        n += unit[0].shape[0]
-        if n >= block_docs:
-            yield batch
-            batch, n = [], 0
-    if batch:
-        yield batch
-
-
 def sample_documents(
     A: np.ndarray,
     n_docs: int,
@@ -478,10 +912,11 @@ def sample_documents(
     doc_length: int = 70,
     poisson: bool = False,
     seed: SeedLike = None,
+    theta: ThetaSpec = "dirichlet",
 ) -> sp.csr_matrix:
     """Draw documents from the topic model, as a document-term count matrix.
 
-    Each document draws θ ~ Dirichlet(α) (K,), a length n (``doc_length``, or
+    Each document draws θ ~ Dirichlet(α) (K,) (or from ``theta``), a length n (``doc_length``, or
     max(1, Poisson(``doc_length``))), its topic counts ~ Multinomial(n, θ), and for each topic
     that many words from the topic's column of ``A``. This is the token-by-token story
     (z ~ Cat(θ), w ~ Cat(A[:, z])) with the tokens' order dropped. Documents are generated in
@@ -495,12 +930,16 @@ def sample_documents(
         D, the number of documents.
     alpha : float or ndarray of shape (K,)
         Dirichlet concentration of the topic proportions (a float: symmetric).
+        Ignored unless ``theta`` is ``"dirichlet"``.
     doc_length : int
         Tokens per document, or the Poisson mean with ``poisson``.
     poisson : bool
         Draw each length from Poisson(``doc_length``), at least 1.
     seed : int, SeedSequence, Generator or None
         See the module notes on determinism.
+    theta : 'dirichlet', str or LogisticNormal
+        The law of θ: ``"dirichlet"`` (default: Dirichlet(``alpha``)) or a
+        :class:`LogisticNormal` for correlated topics (strings: see :func:`parse_theta`).
 
     Returns
     -------
@@ -508,7 +947,7 @@ def sample_documents(
         Canonical (sorted indices, no duplicates); row sums are the document lengths.
     """
     n_docs = _check_sampling(n_docs)
-    model = _model(A, alpha, doc_length, poisson)
+    model = _model(A, alpha, doc_length, poisson, theta)
     blocks = [H for H, _ in _iter_units(model, n_docs, seed)]
     if not blocks:
         return sp.csr_matrix((0, model.V), dtype=np.int32)
@@ -534,12 +973,12 @@ def _check_vocab(vocab: Sequence[str] | None, V: int, fmt: str) -> list[str]:
     joined = "\n".join(terms)
     if joined.count("\n") != V - 1 or "\r" in joined:
         raise ValueError("vocab terms must not contain line breaks")
-    if fmt == "text":
+    if fmt in ("text", "jsonl"):
         from .vocabulary import Tokenizer
 
         if Tokenizer()(" ".join(terms)) != terms:
             raise ValueError(
-                "format='text' needs terms that the default tokenizer reads back unchanged: "
+                f"format={fmt!r} needs terms that the default tokenizer reads back unchanged: "
                 r"lowercase, 2+ word characters each, matching (?u)\b\w\w+\b"
             )
     return terms
@@ -557,9 +996,28 @@ def _uci_name(path: str) -> tuple[str, bool]:
     return m.group(1), m.group(2) is not None
 
 
+class _GzipOut(gzip.GzipFile):
+    """A gzip file with a reproducible header (no file name, mtime 0), so the same documents
+    give the same bytes whatever the temporary name or the time of writing."""
+
+    def __init__(self, path: str) -> None:
+        self._raw = open(path, "wb")
+        try:
+            super().__init__(filename="", mode="wb", compresslevel=6, fileobj=self._raw, mtime=0)
+        except BaseException:
+            self._raw.close()
+            raise
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
 def _open_out(path: str, gz: bool) -> IO[bytes]:
     if gz:
-        return gzip.open(path, "wb", compresslevel=6)  # type: ignore[return-value]
+        return _GzipOut(path)  # type: ignore[return-value]
     return open(path, "wb")
 
 
@@ -583,14 +1041,169 @@ def _uci_lines(H: sp.csr_matrix, first_doc: int, word_tab: np.ndarray) -> bytes:
     return b"".join(fields.ravel().tolist())
 
 
-def _text_lines(tokens: np.ndarray, H: sp.csr_matrix, sp_tab: np.ndarray, nl_tab: np.ndarray) -> bytes:
-    """One line per document of ``H``: its ``tokens`` (in document order) joined by spaces."""
+def _text_lines(
+    tokens: np.ndarray,
+    H: sp.csr_matrix,
+    sp_tab: np.ndarray,
+    nl_tab: np.ndarray,
+    prefix: bytes = b"",
+) -> bytes:
+    """One line per document of ``H``: ``prefix``, then its ``tokens`` (in document order)
+    joined by spaces; ``nl_tab`` ends the line. Every document has at least one token."""
     if tokens.size == 0:
         return b""
     ends = np.cumsum(np.asarray(H.sum(axis=1)).ravel().astype(np.int64)) - 1  # last token/doc
     last = np.zeros(tokens.size, dtype=bool)
     last[ends] = True
-    return b"".join(np.where(last, nl_tab[tokens], sp_tab[tokens]).tolist())
+    parts = np.where(last, nl_tab[tokens], sp_tab[tokens])
+    if prefix:
+        starts = np.concatenate(([0], ends[:-1] + 1))  # first token of each document
+        parts = np.insert(parts, starts, prefix)
+    return b"".join(parts.tolist())
+
+
+@dataclass(frozen=True)
+class _Encoder:
+    """How a unit becomes output: the format and its lookup tables (one entry per word)."""
+
+    fmt: str
+    word_tab: np.ndarray | None = None  # uci: b"wordID "
+    sp_tab: np.ndarray | None = None  # text/jsonl: term + b" "
+    nl_tab: np.ndarray | None = None  # text/jsonl: term + line end
+    prefix: bytes = b""  # jsonl: the start of each object
+
+    @property
+    def token_order(self) -> bool:
+        return self.fmt in ("text", "jsonl")
+
+
+_JSONL_PREFIX = b'{"text": "'
+_JSONL_SUFFIX = b'"}\n'
+
+
+def _encoder(fmt: str, terms: list[str]) -> _Encoder:
+    if fmt == "uci":
+        return _Encoder(fmt, word_tab=_ascii_ints(np.arange(1, len(terms) + 1), b" "))
+    if fmt in ("text", "jsonl"):
+        # terms passed the tokenizer check: word characters only, so no JSON escaping
+        encoded = np.char.encode(np.asarray(terms, dtype=str), "utf-8")
+        end = b"\n" if fmt == "text" else _JSONL_SUFFIX
+        return _Encoder(
+            fmt,
+            sp_tab=np.char.add(encoded, b" ").astype(object),
+            nl_tab=np.char.add(encoded, end).astype(object),
+            prefix=b"" if fmt == "text" else _JSONL_PREFIX,
+        )
+    return _Encoder(fmt)
+
+
+class _Piece(NamedTuple):
+    """One generated unit, ready to write: its counts (hdf5) or its encoded bytes."""
+
+    H: sp.csr_matrix | None
+    data: bytes | None
+    n_docs: int
+    n_tokens: int
+    nnz: int
+
+
+def _make_piece(
+    shared: tuple[_Model, _Encoder], root: np.random.SeedSequence, u: int, d0: int, d1: int
+) -> _Piece:
+    """Generate and encode unit ``u`` (documents ``d0:d1``): the task of the parallel path,
+    and the step of the serial one, so both give the same bytes."""
+    model, enc = shared
+    H, tokens = _make_unit(model, root, u, d1 - d0, enc.token_order)
+    n_tokens, nnz = int(H.data.sum(dtype=np.int64)), int(H.nnz)
+    if enc.fmt == "hdf5":
+        return _Piece(H, None, d1 - d0, n_tokens, nnz)
+    if enc.fmt == "uci":
+        assert enc.word_tab is not None
+        return _Piece(None, _uci_lines(H, d0, enc.word_tab), d1 - d0, n_tokens, nnz)
+    assert tokens is not None and enc.sp_tab is not None and enc.nl_tab is not None
+    data = _text_lines(tokens, H, enc.sp_tab, enc.nl_tab, enc.prefix)
+    return _Piece(None, data, d1 - d0, n_tokens, nnz)
+
+
+def _serial_pieces(
+    model: _Model, enc: _Encoder, root: np.random.SeedSequence, n_docs: int
+) -> Iterator[_Piece]:
+    for u, d0, d1 in _unit_bounds(n_docs, model.unit_docs):
+        yield _make_piece((model, enc), root, u, d0, d1)
+
+
+def _parallel_pieces(
+    model: _Model, enc: _Encoder, root: np.random.SeedSequence, n_docs: int, max_in_flight: int
+) -> Iterator[_Piece]:
+    """The pieces of :func:`_serial_pieces`, generated in parallel Dask tasks (one per unit)
+    and yielded in order, with at most ``max_in_flight`` units generated but not yet
+    consumed.
+
+    On a ``distributed.Client`` the model and tables are scattered once to every worker and
+    units are submitted as futures, ``max_in_flight`` at a time. Otherwise windows of
+    ``max_in_flight // 2`` units run through ``dask.compute`` (the configured scheduler,
+    threads by default), the next window computing while the previous one is written.
+    """
+    from .cluster import current_client
+
+    bounds = _unit_bounds(n_docs, model.unit_docs)
+    client = current_client()
+    if client is not None:
+        shared = client.scatter((model, enc), broadcast=True, hash=False)
+        pending: deque[Any] = deque()
+        try:
+            for u, d0, d1 in bounds:
+                pending.append(client.submit(_make_piece, shared, root, u, d0, d1, pure=False))
+                if len(pending) >= max_in_flight:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for fut in pending:
+                fut.cancel()
+        return
+
+    import dask
+
+    tag = uuid.uuid4().hex[:12]
+    window = max(1, max_in_flight // 2)
+
+    def run(units: list[tuple[int, int, int]]) -> tuple[_Piece, ...]:
+        tasks = [
+            dask.delayed(_make_piece, pure=False)(
+                (model, enc), root, u, d0, d1, dask_key_name=f"synth-unit-{tag}-{u}"
+            )
+            for u, d0, d1 in units
+        ]
+        return dask.compute(*tasks)
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="streamtopic-synth") as ex:
+        running: Future[tuple[_Piece, ...]] | None = None
+        while True:
+            units = list(itertools.islice(bounds, window))
+            nxt = ex.submit(run, units) if units else None
+            if running is not None:
+                yield from running.result()
+            if nxt is None:
+                break
+            running = nxt
+
+
+def _with_progress(
+    pieces: Iterator[_Piece], n_docs: int, progress: Callable[[int, int], None] | None
+) -> Iterator[_Piece]:
+    done = 0
+    for piece in pieces:
+        yield piece
+        done += piece.n_docs
+        if progress is not None:
+            progress(done, n_docs)
+
+
+def _check_format(format: str, allowed: Sequence[str]) -> str:
+    if format not in allowed:
+        raise ValueError(f"format={format!r}: expected one of {', '.join(allowed)}")
+    return format
 
 
 def write_corpus(
@@ -605,13 +1218,17 @@ def write_corpus(
     poisson: bool = False,
     seed: SeedLike = None,
     block_docs: int = 10_000,
+    theta: ThetaSpec = "dirichlet",
+    parallel: bool = False,
+    max_in_flight: int | None = None,
 ) -> dict[str, Any]:
     """Generate documents and write them to disk, streaming in bounded memory.
 
     The documents are those of ``sample_documents(A, n_docs, alpha=..., doc_length=...,
-    poisson=..., seed=...)``; they are generated and written about ``block_docs`` at a time,
-    so memory stays bounded by max(``block_docs``, one generation unit of ~2^20 tokens).
-    Every file is written under a temporary name and renamed into place on success.
+    poisson=..., seed=..., theta=...)``; they are generated one unit (~2^20 tokens) at a
+    time, encoded, and written, so memory stays bounded by max(``block_docs``, one unit)
+    (serial) or ``max_in_flight`` units (parallel). Every file is written under a temporary
+    name and renamed into place on success.
 
     Formats (all read back by :func:`streamtopic.read_corpus`)
     ----------------------------------------------------------
@@ -629,6 +1246,8 @@ def write_corpus(
         ``format='text'``: a corpus whose terms are all digits could look like UCI to
         format detection.
 
+    :func:`synthesize` also writes JSON Lines.
+
     Parameters
     ----------
     path : path
@@ -640,10 +1259,17 @@ def write_corpus(
     format : {'hdf5', 'uci', 'text'}
     vocab : sequence of str of length V, optional
         Term of each row of ``A`` (default :func:`default_vocab`).
-    alpha, doc_length, poisson, seed
+    alpha, doc_length, poisson, seed, theta
         See :func:`sample_documents`.
     block_docs : int
-        Documents buffered per write; the output does not depend on it.
+        Documents per HDF5 append; the output does not depend on it.
+    parallel : bool
+        Generate and encode the units in parallel Dask tasks (see :func:`synthesize`). The
+        output is byte-for-byte that of the serial path (gzip members have a fixed header:
+        no name, mtime 0).
+    max_in_flight : int, optional
+        Parallel only: units generated but not yet written, at most (default: twice
+        :func:`streamtopic.cluster.n_workers`).
 
     Returns
     -------
@@ -651,28 +1277,60 @@ def write_corpus(
         ``format``, ``n_docs``, ``n_tokens``, ``nnz`` (distinct document-term pairs),
         ``vocab_size``, ``path`` (the corpus file) and ``paths`` (every file written).
     """
-    if format not in WRITE_FORMATS:
-        raise ValueError(f"format={format!r}: expected one of {', '.join(WRITE_FORMATS)}")
+    _check_format(format, WRITE_FORMATS)
+    model = _model(A, alpha, doc_length, poisson, theta)
+    return _write(path, model, n_docs, format=format, vocab=vocab, seed=seed,
+                  block_docs=block_docs, parallel=parallel, max_in_flight=max_in_flight)
+
+
+def _write(
+    path: str | os.PathLike[str],
+    model: _Model,
+    n_docs: int,
+    *,
+    format: str,
+    vocab: Sequence[str] | None,
+    seed: SeedLike,
+    block_docs: int,
+    parallel: bool,
+    max_in_flight: int | None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
     n_docs = _check_sampling(n_docs)
     if block_docs < 1:
         raise ValueError(f"block_docs={block_docs!r}: must be >= 1")
-    model = _model(A, alpha, doc_length, poisson)
+    if max_in_flight is not None and max_in_flight < 1:
+        raise ValueError(f"max_in_flight={max_in_flight!r}: must be >= 1")
     terms = _check_vocab(vocab, model.V, format)
     path = os.path.abspath(os.fspath(path))
     parent = os.path.dirname(path)
     if not os.path.isdir(parent):
         raise FileNotFoundError(f"{parent}: directory does not exist")
-    units = _iter_units(model, n_docs, seed, token_order=(format == "text"))
-    batches = _rebatch(units, block_docs)
-    if format == "hdf5":
-        counts = _write_hdf5(path, batches, terms)
-        paths = [path]
-    elif format == "uci":
-        counts, vocab_path = _write_uci(path, batches, terms, n_docs)
-        paths = [path, vocab_path]
+    if format == "uci":
+        _uci_name(path)  # check the name before any work
+    root = _seed_sequence(seed)
+    enc = _encoder(format, terms)
+    if parallel:
+        if max_in_flight is None:
+            from .cluster import n_workers
+
+            max_in_flight = 2 * n_workers()
+        pieces = _parallel_pieces(model, enc, root, n_docs, int(max_in_flight))
     else:
-        counts = _write_text(path, batches, terms)
-        paths = [path]
+        pieces = _serial_pieces(model, enc, root, n_docs)
+    pieces = _with_progress(pieces, n_docs, progress)
+    try:
+        if format == "hdf5":
+            counts = _write_hdf5(path, pieces, terms, int(block_docs))
+            paths = [path]
+        elif format == "uci":
+            counts, vocab_path = _write_uci(path, pieces, terms, n_docs)
+            paths = [path, vocab_path]
+        else:
+            counts = _write_text(path, pieces)
+            paths = [path]
+    finally:
+        pieces.close()  # stop a parallel generator at once on error
     return {
         "format": format,
         "n_docs": n_docs,
@@ -684,19 +1342,27 @@ def write_corpus(
     }
 
 
-_Batches = Iterator[list[tuple[sp.csr_matrix, Union[np.ndarray, None]]]]
-
-
-def _write_hdf5(path: str, batches: _Batches, terms: list[str]) -> tuple[int, int]:
+def _write_hdf5(
+    path: str, pieces: Iterator[_Piece], terms: list[str], block_docs: int
+) -> tuple[int, int]:
     from .corpus import HDF5CorpusWriter
 
     n_tokens = nnz = 0
     with HDF5CorpusWriter(path, vocab=terms) as writer:
-        for batch in batches:
-            H = sp.vstack([u[0] for u in batch], format="csr") if len(batch) > 1 else batch[0][0]
-            writer.append(H, terms)
-            n_tokens += int(H.data.sum(dtype=np.int64))
-            nnz += int(H.nnz)
+        batch: list[sp.csr_matrix] = []
+        n = 0
+        for piece in pieces:  # append units in batches of at least block_docs documents
+            assert piece.H is not None
+            batch.append(piece.H)
+            n += piece.n_docs
+            n_tokens += piece.n_tokens
+            nnz += piece.nnz
+            if n >= block_docs:
+                writer.append(sp.vstack(batch, format="csr") if len(batch) > 1 else batch[0],
+                              terms)
+                batch, n = [], 0
+        if batch:
+            writer.append(sp.vstack(batch, format="csr") if len(batch) > 1 else batch[0], terms)
     return n_tokens, nnz
 
 
@@ -708,24 +1374,21 @@ def _tmp_beside(path: str, tag: str) -> str:
 
 
 def _write_uci(
-    path: str, batches: _Batches, terms: list[str], n_docs: int
+    path: str, pieces: Iterator[_Piece], terms: list[str], n_docs: int
 ) -> tuple[tuple[int, int], str]:
     name, gz = _uci_name(path)
     vocab_path = os.path.join(os.path.dirname(path), f"vocab.{name}.txt")
-    word_tab = _ascii_ints(np.arange(1, len(terms) + 1), b" ")
     entries = _tmp_beside(path, "entries")
     out_tmp = _tmp_beside(path, "partial")
     vocab_tmp = _tmp_beside(vocab_path, "partial")
     n_tokens = nnz = 0
     try:
-        first = 0
         with open(entries, "wb") as fh:
-            for batch in batches:
-                for H, _ in batch:
-                    fh.write(_uci_lines(H, first, word_tab))
-                    first += H.shape[0]
-                    n_tokens += int(H.data.sum(dtype=np.int64))
-                    nnz += int(H.nnz)
+            for piece in pieces:
+                assert piece.data is not None
+                fh.write(piece.data)
+                n_tokens += piece.n_tokens
+                nnz += piece.nnz
         with _open_out(out_tmp, gz) as out, open(entries, "rb") as src:
             out.write(f"{n_docs}\n{len(terms)}\n{nnz}\n".encode("ascii"))
             shutil.copyfileobj(src, out, 2**22)
@@ -740,22 +1403,328 @@ def _write_uci(
     return (n_tokens, nnz), vocab_path
 
 
-def _write_text(path: str, batches: _Batches, terms: list[str]) -> tuple[int, int]:
-    encoded = np.char.encode(np.asarray(terms, dtype=str), "utf-8")
-    sp_tab = np.char.add(encoded, b" ").astype(object)  # (V,) bytes: term + separator
-    nl_tab = np.char.add(encoded, b"\n").astype(object)
+def _write_text(path: str, pieces: Iterator[_Piece]) -> tuple[int, int]:
+    """Text or JSON Lines: the pieces' bytes, in order; gzipped for ``.gz`` paths."""
     tmp = _tmp_beside(path, "partial")
     n_tokens = nnz = 0
     try:
         with _open_out(tmp, path.endswith(".gz")) as fh:
-            for batch in batches:
-                for H, tokens in batch:
-                    assert tokens is not None
-                    fh.write(_text_lines(tokens, H, sp_tab, nl_tab))
-                    n_tokens += int(tokens.size)
-                    nnz += int(H.nnz)
+            for piece in pieces:
+                assert piece.data is not None
+                fh.write(piece.data)
+                n_tokens += piece.n_tokens
+                nnz += piece.nnz
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
     return n_tokens, nnz
+
+
+# ----------------------------------------------------------------------------- synthesize
+
+TOPICS_SUFFIX = ".topics.npz"
+"""The true topics of :func:`synthesize` go to ``OUTPUT + TOPICS_SUFFIX``."""
+
+POPULATION_SUFFIX = ".population.zarr"
+"""The population store of :func:`synthesize` goes to ``OUTPUT + POPULATION_SUFFIX``."""
+
+# spawn-key words of the streams of synthesize's topics and Monte Carlo draws, beside the
+# document units (0, 1, 2, ...) of the same root: far beyond any unit number
+_TOPICS_KEY = 0x7F7F_0000_0001
+_POPULATION_KEY = 0x7F7F_0000_0002
+
+
+def infer_format(path: str | os.PathLike[str]) -> str:
+    """The output format a file name implies: ``.h5``/``.hdf5`` → hdf5,
+    ``docword.NAME.txt[.gz]`` → uci, ``.jsonl[.gz]`` → jsonl, anything else → text."""
+    name = os.path.basename(os.fspath(path)).lower()
+    if name.endswith((".h5", ".hdf5")):
+        return "hdf5"
+    if re.fullmatch(r"docword\..+\.txt(\.gz)?", name):
+        return "uci"
+    if name.endswith((".jsonl", ".jsonl.gz")):
+        return "jsonl"
+    return "text"
+
+
+def topics_path(output: str | os.PathLike[str]) -> str:
+    """Where :func:`synthesize` writes the true topics of ``output``."""
+    return os.path.abspath(os.fspath(output)) + TOPICS_SUFFIX
+
+
+def _child(root: np.random.SeedSequence, key: int) -> np.random.SeedSequence:
+    return np.random.SeedSequence(root.entropy, spawn_key=tuple(root.spawn_key) + (key,))
+
+
+def save_topics(
+    path: str | os.PathLike[str],
+    A: np.ndarray,
+    vocab: Sequence[str],
+    *,
+    anchors: np.ndarray | None = None,
+    meta: dict[str, Any] | None = None,
+) -> str:
+    """Save true topics as an ``.npz`` (no pickles), written aside and renamed into place.
+
+    Arrays: ``A`` (V×K float64), ``vocab`` (V,) unicode, ``anchors`` (K,) int64 (empty
+    when none were planted) and ``meta``, a 0-d unicode array holding JSON (the θ law,
+    the generation settings). Read it back with :func:`load_topics`.
+
+    Returns
+    -------
+    str
+        The absolute path written.
+    """
+    path = os.path.abspath(os.fspath(path))
+    A = np.asarray(A, dtype=np.float64)
+    arrays = {
+        "A": A,
+        "vocab": np.asarray(list(vocab), dtype=str),
+        "anchors": np.zeros(0, np.int64) if anchors is None else np.asarray(anchors, np.int64),
+        "meta": np.asarray(json.dumps(meta or {}, sort_keys=True)),
+    }
+    if arrays["vocab"].shape != (A.shape[0],):
+        raise ValueError(f"vocab has {arrays['vocab'].size} terms but A has {A.shape[0]} rows")
+    tmp = _tmp_beside(path, "partial")
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
+def load_topics(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a topics file of :func:`save_topics` / :func:`synthesize`.
+
+    Returns
+    -------
+    dict
+        ``A`` (ndarray (V, K) float64), ``vocab`` (list of str, length V), ``anchors``
+        (ndarray (K,) int64, or None when none were planted) and ``meta`` (dict).
+    """
+    with np.load(os.fspath(path), allow_pickle=False) as z:
+        A = np.asarray(z["A"])
+        vocab = [str(t) for t in z["vocab"]]
+        anchors = np.asarray(z["anchors"], dtype=np.int64)
+        meta = json.loads(str(z["meta"]))
+    return {"A": A, "vocab": vocab, "anchors": anchors if anchors.size else None, "meta": meta}
+
+
+def synthesize(
+    output: str | os.PathLike[str],
+    *,
+    n_docs: int,
+    A: np.ndarray | None = None,
+    model: str | os.PathLike[str] | None = None,
+    n_words: int | None = None,
+    n_topics: int | None = None,
+    beta: float = 0.05,
+    planted_anchors: bool = False,
+    vocab: Sequence[str] | None = None,
+    format: str | None = None,
+    theta: ThetaSpec = "dirichlet",
+    alpha: float | np.ndarray = 0.1,
+    doc_length: int = 70,
+    poisson: bool = False,
+    seed: SeedLike = None,
+    block_docs: int = 10_000,
+    parallel: bool = True,
+    max_in_flight: int | None = None,
+    write_topics: bool = True,
+    population: bool = False,
+    population_docs: int = 10**6,
+    population_samples: int = 200_000,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Make a semi-synthetic corpus and its ground truth: the entry point of ``streamtopic
+    synth``.
+
+    The topics come from exactly one source:
+
+    * ``A`` (V×K, column-stochastic), with ``vocab`` or :func:`default_vocab`;
+    * ``model``, a saved :class:`~streamtopic.model.AnchorTopicModel`
+      (:func:`topics_from_model`: its topics and its vocabulary, unless ``vocab`` is given);
+    * ``n_words`` and ``n_topics``: random topics from a symmetric Dirichlet(``beta``)
+      (:func:`dirichlet_topics`).
+
+    With ``planted_anchors`` one anchor word per topic is planted (:func:`plant_anchors`,
+    the rule of :func:`dirichlet_topics_with_anchors`). Documents are then drawn as by
+    :func:`sample_documents` and written as by :func:`write_corpus`, in parallel Dask tasks
+    by default: one task per generation unit (~2^20 tokens), at most ``max_in_flight``
+    units in memory, written in order. The corpus is byte-for-byte that of the serial path
+    and of ``write_corpus(output, A_true, n_docs, seed=seed, ...)`` for the same seed.
+
+    Files written
+    -------------
+    ``OUTPUT``
+        The corpus (and ``vocab.NAME.txt`` beside a UCI corpus).
+    ``OUTPUT.topics.npz`` (:data:`TOPICS_SUFFIX`; unless ``write_topics=False``)
+        The true topics, for scoring a fit later (:func:`load_topics`): ``A`` (V×K),
+        ``vocab``, ``anchors`` if planted, and ``meta`` (JSON: the θ law, the generation
+        settings, the seed's entropy, the source of the topics).
+    ``OUTPUT.population.zarr`` (:data:`POPULATION_SUFFIX`; with ``population=True``)
+        A co-occurrence store holding the population Q = A E[θθᵀ] Aᵀ
+        (:func:`population_store`; E[θθᵀ] by Monte Carlo for the logistic normal).
+
+    Parameters
+    ----------
+    output : path
+        The corpus file (replaced if it exists). Its parent directory must exist.
+    n_docs : int
+        D, the number of documents.
+    A : ndarray of shape (V, K), optional
+        The topics.
+    model : path, optional
+        A saved model whose topics to use.
+    n_words, n_topics : int, optional
+        V and K of random Dirichlet(``beta``) topics.
+    beta : float
+        Topic concentration for random topics.
+    planted_anchors : bool
+        Plant one anchor word per topic.
+    vocab : sequence of str of length V, optional
+        The terms (default: the model's, else :func:`default_vocab`).
+    format : {'hdf5', 'uci', 'text', 'jsonl'}, optional
+        Default: from the file name (:func:`infer_format`). ``jsonl`` writes one
+        ``{"text": "..."}`` object per line (``.gz``: gzipped), read back by
+        ``read_corpus(..., format='jsonl')``.
+    theta : 'dirichlet', str or LogisticNormal
+        The law of θ (strings: :func:`parse_theta`, e.g. ``"ln:rho=0.1,group_size=5"``).
+    alpha : float or ndarray of shape (K,)
+        Dirichlet concentration of θ (Dirichlet only).
+    doc_length, poisson
+        See :func:`sample_documents`.
+    seed : int, SeedSequence, Generator or None
+        One seed for everything. The documents use it as :func:`write_corpus` does; random
+        topics, planted anchors and the Monte Carlo draws use streams of their own (spawn
+        keys beyond any unit number). With None, fresh entropy is drawn and recorded.
+    block_docs : int
+        Documents per HDF5 append.
+    parallel : bool
+        Generate in parallel Dask tasks: on the active ``distributed.Client`` if any, else
+        ``dask.compute`` on the configured scheduler (threads by default).
+    max_in_flight : int, optional
+        Units generated but not yet written, at most (default: twice the scheduler's
+        worker threads).
+    write_topics : bool
+        Write ``OUTPUT.topics.npz``.
+    population : bool
+        Also write ``OUTPUT.population.zarr`` (replaced if it is a store from a previous run;
+        otherwise it must not exist).
+    population_docs : int
+        The nominal document count of the population store.
+    population_samples : int
+        Monte Carlo draws of E[θθᵀ] (logistic normal only).
+    progress : callable, optional
+        Called as ``progress(docs_written, n_docs)`` after each unit is written.
+
+    Returns
+    -------
+    dict
+        The keys of :func:`write_corpus`, plus ``n_topics``, ``theta`` (:func:`theta_dict`),
+        ``topics_source`` (``"A"``, ``"model"`` or ``"dirichlet"``), ``anchors`` (list of
+        int, or None), ``seed_entropy`` (int), ``seed_spawn_key`` (list of int),
+        ``topics_path`` (or None), ``population`` (the dict of :func:`population_store`,
+        or None), ``parallel`` and ``seconds``.
+    """
+    t0 = time.perf_counter()
+    given = [name for name, v in (("A", A), ("model", model)) if v is not None]
+    if n_words is not None or n_topics is not None:
+        given.append("n_words/n_topics")
+    if len(given) != 1:
+        raise ValueError(
+            "give exactly one source of topics: A, model, or n_words and n_topics "
+            f"(got {', '.join(given) or 'none'})"
+        )
+    fmt = infer_format(output) if format is None else format
+    _check_format(fmt, SYNTH_FORMATS)
+    law = parse_theta(theta)
+    root = _seed_sequence(seed)
+    topics_rng = np.random.default_rng(_child(root, _TOPICS_KEY))
+    out_path = os.path.abspath(os.fspath(output))
+    if not os.path.isdir(os.path.dirname(out_path)):
+        raise FileNotFoundError(f"{os.path.dirname(out_path)}: directory does not exist")
+    if fmt == "uci":
+        _uci_name(out_path)
+
+    anchors: np.ndarray | None = None
+    if A is not None:
+        A_true = _check_topics(A)
+        source = "A"
+        terms = vocab
+    elif model is not None:
+        A_true, model_vocab = topics_from_model(model)
+        source = "model"
+        terms = model_vocab if vocab is None else vocab
+    else:
+        if n_words is None or n_topics is None:
+            raise ValueError("random topics need both n_words and n_topics")
+        A_true = dirichlet_topics(int(n_words), int(n_topics), beta, seed=topics_rng)
+        source = "dirichlet"
+        terms = vocab
+    if planted_anchors:
+        A_true, anchors = plant_anchors(A_true, topics_rng)
+    V, K = A_true.shape
+    terms = _check_vocab(terms, V, fmt)
+    gen = _model(A_true, alpha, doc_length, poisson, law)
+
+    pop_path = out_path + POPULATION_SUFFIX
+    if population and os.path.exists(pop_path):
+        from .store import CooccurrenceStore
+
+        if not CooccurrenceStore.is_store(pop_path):
+            raise FileExistsError(f"{pop_path}: exists and is not a co-occurrence store")
+
+    report = _write(out_path, gen, n_docs, format=fmt, vocab=terms, seed=root,
+                    block_docs=block_docs, parallel=parallel, max_in_flight=max_in_flight,
+                    progress=progress)
+    report["format"] = fmt
+    spec = theta_dict(law, alpha)
+    entropy = root.entropy
+    report.update(
+        n_topics=K,
+        theta=spec,
+        topics_source=source,
+        anchors=None if anchors is None else anchors.tolist(),
+        seed_entropy=int(entropy) if entropy is not None else None,
+        seed_spawn_key=[int(k) for k in root.spawn_key],
+        parallel=bool(parallel),
+        topics_path=None,
+        population=None,
+    )
+    if population:
+        from .store import remove_store
+
+        if os.path.exists(pop_path):
+            remove_store(pop_path)
+        report["population"] = population_store(
+            pop_path, A_true, law, alpha=alpha, vocab=terms, n_docs=population_docs,
+            n_samples=population_samples, seed=_child(root, _POPULATION_KEY),
+        )
+        report["paths"].append(report["population"]["path"])
+    if write_topics:
+        meta = {
+            "format": "streamtopic-synth-topics",
+            "format_version": 1,
+            "theta": spec,
+            "topics_source": source,
+            "model": None if model is None else os.path.abspath(os.fspath(model)),
+            "beta": float(beta) if source == "dirichlet" else None,
+            "planted_anchors": bool(planted_anchors),
+            "n_docs": report["n_docs"],
+            "doc_length": int(doc_length),
+            "poisson": bool(poisson),
+            "corpus": out_path,
+            "corpus_format": fmt,
+            "seed_entropy": None if entropy is None else str(int(entropy)),
+            "seed_spawn_key": report["seed_spawn_key"],
+        }
+        report["topics_path"] = save_topics(topics_path(out_path), A_true, terms,
+                                            anchors=anchors, meta=meta)
+        report["paths"].append(report["topics_path"])
+    report["seconds"] = time.perf_counter() - t0
+    return report

@@ -10,16 +10,26 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import streamtopic as st
 from streamtopic import read_corpus
 from streamtopic.cooccurrence import document_cooccurrence
+from streamtopic import synth
 from streamtopic.synth import (
+    LogisticNormal,
     default_vocab,
     dirichlet_second_moment,
     dirichlet_topics,
     dirichlet_topics_with_anchors,
     iter_documents,
+    load_topics,
+    parse_theta,
+    plant_anchors,
     population_cooccurrence,
+    population_store,
     sample_documents,
+    second_moment,
+    synthesize,
+    topics_from_model,
     write_corpus,
 )
 
@@ -260,3 +270,282 @@ def test_population_cooccurrence_matches_empirical(poisson: bool) -> None:
     rel = np.linalg.norm(Q_emp - Q_pop) / np.linalg.norm(Q_pop)
     assert rel < 0.02, rel
     assert np.abs(Q_emp - Q_pop).max() < 0.03 * Q_pop.max()
+
+
+# ----------------------------------------------------------------------------- logistic normal
+
+
+def test_logistic_normal_theta() -> None:
+    K, n = 12, 200_000
+    for rho in (0.05, 0.1, 0.5):
+        law = LogisticNormal(rho=rho, group_size=5, sigma=1.0)
+        rng = np.random.default_rng(0)
+        eta = law.sample_eta(n, K, rng)
+        C = np.corrcoef(eta.T)
+        g = law.groups(K)
+        np.testing.assert_array_equal(g, [0] * 5 + [1] * 5 + [2] * 2)
+        same = (g[:, None] == g[None, :]) & ~np.eye(K, dtype=bool)
+        other = g[:, None] != g[None, :]
+        # each correlation has standard error ~ 1/sqrt(n) = 0.0022
+        assert np.abs(C[same] - rho).max() < 0.012, (rho, C[same])
+        assert np.abs(C[other]).max() < 0.012
+        np.testing.assert_allclose(eta.var(axis=0), 1.0, atol=0.02)
+        cov = law.covariance(K)
+        np.testing.assert_allclose(np.diag(cov), 1.0)
+        np.testing.assert_allclose(cov[same], rho)
+        np.testing.assert_allclose(cov[other], 0.0)
+    theta = LogisticNormal(rho=0.1, group_size=4, sigma=2.0).sample(50_000, 8, rng)
+    assert theta.shape == (50_000, 8) and np.all(theta > 0)
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    # μ = 0 and equal groups: E[θ] is uniform
+    assert np.abs(theta.mean(axis=0) - 1 / 8).max() < 5 * theta.std(axis=0).max() / np.sqrt(5e4)
+
+
+def test_logistic_normal_documents(tmp_path: Path) -> None:
+    A = dirichlet_topics(200, 10, 0.1, seed=3)
+    law = LogisticNormal(rho=0.1, group_size=5)
+    H = sample_documents(A, 3000, doc_length=30, seed=4, theta=law)
+    assert H.shape == (3000, 200) and np.all(np.asarray(H.sum(axis=1)).ravel() == 30)
+    assert _same(H, sample_documents(A, 3000, doc_length=30, seed=4, theta="ln:rho=0.1,group_size=5"))
+    assert not _same(H, sample_documents(A, 3000, doc_length=30, seed=4))  # Dirichlet
+    blocks = list(iter_documents(A, 3000, doc_length=30, seed=4, theta=law, block_docs=999))
+    assert _same(sp.vstack(blocks, format="csr"), H)
+    write_corpus(tmp_path / "c.h5", A, 3000, doc_length=30, seed=4, theta=law)
+    assert _same(_read_back(tmp_path / "c.h5", default_vocab(200)), H)
+
+
+def test_parse_theta() -> None:
+    assert parse_theta("dirichlet") == "dirichlet"
+    assert parse_theta("logistic-normal") == LogisticNormal()
+    assert parse_theta("ln:rho=0.05, group_size=5,sigma=0.5") == LogisticNormal(0.05, 5, 0.5)
+    law = LogisticNormal(rho=0.1)
+    assert parse_theta(law) is law
+    assert synth.theta_dict(law) == {"kind": "logistic_normal", "rho": 0.1, "group_size": 10,
+                                     "sigma": 1.0}
+    assert synth.theta_dict("dirichlet", 0.3) == {"kind": "dirichlet", "alpha": 0.3}
+    for bad in ("gamma", "ln:rho", "ln:tau=1", "ln:rho=x", "dirichlet:alpha=1"):
+        with pytest.raises(ValueError):
+            parse_theta(bad)
+    for kwargs in ({"rho": 1.0}, {"rho": -0.1}, {"group_size": 0}, {"sigma": 0.0}):
+        with pytest.raises(ValueError):
+            LogisticNormal(**kwargs)  # type: ignore[arg-type]
+
+
+def test_second_moment_monte_carlo() -> None:
+    K = 10
+    # the Dirichlet: exact by default; the Monte Carlo estimator converges to the closed form
+    R, exact = second_moment("dirichlet", K, alpha=0.2)
+    assert exact
+    np.testing.assert_array_equal(R, dirichlet_second_moment(0.2, K))
+    err = []
+    for n in (10_000, 1_000_000):
+        M, exact = second_moment("dirichlet", K, alpha=0.2, n_samples=n, seed=1,
+                                 monte_carlo=True)
+        assert not exact
+        err.append(np.abs(M - R).max())
+    assert err[1] < 0.02 * R.max() and err[1] < err[0]
+    # the logistic normal: against an independent empirical E[θθᵀ] of many draws
+    law = LogisticNormal(rho=0.1, group_size=4, sigma=1.5)
+    M, exact = second_moment(law, K, n_samples=100_000, seed=2)
+    assert not exact and M.shape == (K, K)
+    np.testing.assert_allclose(M.sum(), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(M, M.T, rtol=0, atol=0)
+    T = law.sample(400_000, K, np.random.default_rng(3))
+    emp = T.T @ T / T.shape[0]
+    assert np.abs(M - emp).max() < 0.02 * emp.max(), np.abs(M - emp).max() / emp.max()
+    # correlation within groups: E[θ_i θ_j] larger in a group than across groups
+    assert M[0, 1] > M[0, 4]
+    with pytest.raises(ValueError, match="closed-form"):
+        second_moment(law, K, monte_carlo=False)
+    np.testing.assert_array_equal(M, second_moment(law, K, n_samples=100_000, seed=2)[0])
+
+
+@pytest.mark.parametrize("theta", ["dirichlet", LogisticNormal(rho=0.1, group_size=3)])
+def test_population_store(tmp_path: Path, theta: object) -> None:
+    V, K = 70, 6
+    A = dirichlet_topics(V, K, 0.1, seed=8)
+    out = population_store(tmp_path / "pop.zarr", A, theta, alpha=0.3,  # type: ignore[arg-type]
+                           n_docs=1000, n_samples=20_000, seed=4, chunk_size=32)
+    store = st.CooccurrenceStore.open(tmp_path / "pop.zarr")
+    Q = np.asarray(store.Q.compute())
+    np.testing.assert_allclose(Q.sum(), 1.0, rtol=1e-12)
+    M, exact = second_moment(theta, K, alpha=0.3, n_samples=20_000, seed=4)  # type: ignore[arg-type]
+    np.testing.assert_allclose(Q, A @ M @ A.T, rtol=1e-12, atol=1e-18)
+    if exact:
+        np.testing.assert_allclose(Q, population_cooccurrence(A, 0.3), rtol=1e-12, atol=1e-18)
+    assert out["monte_carlo"] is (not exact)
+    assert out["second_moment"] == ("exact" if exact else "monte_carlo")
+    assert out["n_samples"] == (0 if exact else 20_000)
+    assert out["V"] == V and out["K"] == K and store.n_docs == 1000
+    assert store.vocab == default_vocab(V)
+
+
+# ----------------------------------------------------------------------------- semi-synthetic
+
+
+def test_plant_anchors_same_rule() -> None:
+    V, K = 300, 12
+    A_ref, anchors_ref = dirichlet_topics_with_anchors(V, K, 0.05, seed=7)
+    rng = np.random.default_rng(7)
+    A0 = dirichlet_topics(V, K, 0.05, seed=rng)  # the same draws, in the same order
+    A1, anchors = plant_anchors(A0, rng)
+    np.testing.assert_array_equal(anchors, anchors_ref)
+    np.testing.assert_allclose(A1, A_ref, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(A1.sum(axis=0), 1.0, rtol=0, atol=1e-12)
+    assert np.array_equal(np.argmax(A1[anchors], axis=1), np.arange(K))
+    assert np.array_equal(np.count_nonzero(A1[anchors], axis=1), np.ones(K, dtype=int))
+    assert not np.shares_memory(A1, A0)
+    with pytest.raises(ValueError, match="n_words >= n_topics"):
+        plant_anchors(np.full((3, 5), 1 / 3))
+
+
+@pytest.fixture(scope="module")
+def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray]:
+    from streamtopic.model import AnchorTopicModel
+
+    d = tmp_path_factory.mktemp("tiny")
+    A, _ = dirichlet_topics_with_anchors(80, 4, 0.1, seed=2)
+    vocab = [f"term{i:03d}" for i in range(80)]
+    st.CooccurrenceStore.from_array(population_cooccurrence(A, 0.1), vocab, d / "pop.zarr",
+                                    n_docs=10**6)
+    model = AnchorTopicModel(4, exact_anchors=True, seed=0).fit(d / "pop.zarr")
+    model.save(d / "model.zarr")
+    return d / "model.zarr", A
+
+
+def test_topics_from_model(tiny_model_path: tuple[Path, np.ndarray], tmp_path: Path) -> None:
+    from streamtopic.metrics import matched_l1
+    from streamtopic.model import AnchorTopicModel
+
+    path, truth = tiny_model_path
+    A, vocab = topics_from_model(path)
+    model = AnchorTopicModel.load(path)
+    assert A.shape == (80, 4) and A.dtype == np.float64
+    assert vocab == model.vocab_ == [f"term{i:03d}" for i in range(80)]
+    np.testing.assert_allclose(A.sum(axis=0), 1.0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(A, model.components_.T, rtol=1e-9, atol=1e-12)
+    assert matched_l1(truth, A).mean < 0.05  # exact anchors on a population Q
+    # and as the source of a corpus: the model's vocabulary, its topics, planted anchors
+    out = synthesize(tmp_path / "c.txt", model=path, n_docs=300, planted_anchors=True, seed=1,
+                     parallel=False)
+    saved = load_topics(out["topics_path"])
+    assert saved["vocab"] == vocab and out["topics_source"] == "model"
+    np.testing.assert_array_equal(saved["anchors"], out["anchors"])
+    rng = np.random.default_rng(synth._child(np.random.SeedSequence(1), synth._TOPICS_KEY))
+    A_planted, anchors = plant_anchors(A, rng)
+    np.testing.assert_array_equal(saved["A"], A_planted)
+    np.testing.assert_array_equal(saved["anchors"], anchors)
+    back = _read_back(tmp_path / "c.txt", vocab, format="text")
+    assert _same(back, sample_documents(A_planted, 300, seed=1))
+
+
+# ----------------------------------------------------------------------------- synthesize
+
+
+@pytest.fixture
+def small_units(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Units of ~100 documents, so a small corpus spans many parallel tasks."""
+    monkeypatch.setattr(synth, "_UNIT_TOKENS", 4096)
+
+
+@pytest.mark.parametrize(
+    "name,fmt", [("c.h5", "hdf5"), ("docword.c.txt.gz", "uci"), ("c.txt.gz", "text"),
+                 ("c.txt", "text"), ("c.jsonl", "jsonl")]
+)
+def test_synthesize_parallel_equals_serial(
+    tmp_path: Path, small_units: None, name: str, fmt: str
+) -> None:
+    import dask
+
+    A = dirichlet_topics(150, 8, 0.1, seed=4)
+    law = LogisticNormal(rho=0.1, group_size=4)
+    kwargs: dict[str, object] = dict(doc_length=40, poisson=True, seed=11, theta=law)
+    (tmp_path / "par").mkdir()
+    (tmp_path / "ser").mkdir()
+    ser_name = name if fmt != "jsonl" else "c.txt"  # write_corpus has no jsonl: compare text
+    ser = write_corpus(tmp_path / "ser" / ser_name, A, 1000, format=fmt if fmt != "jsonl" else "text",
+                       block_docs=300, **kwargs)  # type: ignore[arg-type]
+    seen: list[int] = []
+    with dask.config.set(scheduler="threads"):
+        par = synthesize(tmp_path / "par" / name, A=A, n_docs=1000, block_docs=300,
+                         parallel=True, max_in_flight=3, progress=lambda d, n: seen.append(d),
+                         **kwargs)  # type: ignore[arg-type]
+    assert par["format"] == fmt and par["parallel"]
+    assert len(seen) >= 9 and seen[-1] == 1000 and seen == sorted(seen)  # ~100 docs per unit
+    assert (par["n_tokens"], par["nnz"]) == (ser["n_tokens"], ser["nnz"])
+    H = sample_documents(A, 1000, **kwargs)  # type: ignore[arg-type]
+    if fmt == "jsonl":
+        import json
+
+        lines = (tmp_path / "par" / name).read_text().splitlines()
+        assert [json.loads(x)["text"] for x in lines] == (tmp_path / "ser" / "c.txt").read_text().splitlines()
+        assert _same(_read_back(tmp_path / "par" / name, default_vocab(150), format="jsonl"), H)
+    elif fmt == "hdf5":
+        assert _same(_read_back(tmp_path / "par" / name, default_vocab(150)), H)
+    else:
+        assert (tmp_path / "par" / name).read_bytes() == (tmp_path / "ser" / name).read_bytes()
+    if fmt == "uci":
+        assert (tmp_path / "par" / "vocab.c.txt").read_bytes() == (tmp_path / "ser" / "vocab.c.txt").read_bytes()
+    # the true topics reload exactly
+    saved = load_topics(par["topics_path"])
+    assert par["topics_path"] == str(tmp_path / "par" / name) + ".topics.npz"
+    np.testing.assert_array_equal(saved["A"], A / A.sum(axis=0))  # the A generated from
+    np.testing.assert_allclose(saved["A"], A, rtol=1e-14, atol=0)
+    assert saved["vocab"] == default_vocab(150) and saved["anchors"] is None
+    assert saved["meta"]["theta"] == law.to_dict() and saved["meta"]["doc_length"] == 40
+    assert sorted(os.listdir(tmp_path / "par")) == sorted(os.path.basename(p) for p in par["paths"])
+
+
+def test_synthesize_distributed_client(tmp_path: Path, small_units: None) -> None:
+    from distributed import Client, LocalCluster
+
+    A = dirichlet_topics(100, 5, 0.1, seed=1)
+    ser = write_corpus(tmp_path / "s.txt.gz", A, 600, format="text", doc_length=30, seed=2)
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                      dashboard_address=":0") as cluster, Client(cluster):
+        synthesize(tmp_path / "p.txt.gz", A=A, n_docs=600, doc_length=30, seed=2,
+                   max_in_flight=2)
+    assert (tmp_path / "p.txt.gz").read_bytes() == (tmp_path / "s.txt.gz").read_bytes()
+    assert ser["n_docs"] == 600
+
+
+def test_synthesize_random_topics_and_population(tmp_path: Path) -> None:
+    law = LogisticNormal(rho=0.05, group_size=3)
+    out = synthesize(tmp_path / "a.h5", n_words=120, n_topics=6, beta=0.1, planted_anchors=True,
+                     n_docs=500, theta=law, seed=3, population=True, population_samples=5000,
+                     population_docs=500)
+    saved = load_topics(out["topics_path"])
+    A, anchors = saved["A"], saved["anchors"]
+    assert A.shape == (120, 6) and out["topics_source"] == "dirichlet"
+    np.testing.assert_array_equal(anchors, out["anchors"])
+    assert np.array_equal(np.count_nonzero(A[anchors], axis=1), np.ones(6, dtype=int))
+    assert _same(_read_back(tmp_path / "a.h5", default_vocab(120)),
+                 sample_documents(A, 500, seed=3, theta=law))
+    pop = out["population"]
+    assert pop["monte_carlo"] and pop["n_samples"] == 5000
+    assert pop["path"] == str(tmp_path / "a.h5") + ".population.zarr"
+    Q = np.asarray(st.CooccurrenceStore.open(pop["path"]).Q.compute())
+    np.testing.assert_allclose(Q.sum(), 1.0, rtol=1e-12)
+    # a rerun with the same seed gives the same topics, and replaces the population store
+    again = synthesize(tmp_path / "b.h5", n_words=120, n_topics=6, beta=0.1,
+                       planted_anchors=True, n_docs=500, theta=law, seed=3, parallel=False)
+    np.testing.assert_array_equal(load_topics(again["topics_path"])["A"], A)
+    assert (tmp_path / "a.h5").read_bytes() == (tmp_path / "b.h5").read_bytes()
+    synthesize(tmp_path / "a.h5", n_words=120, n_topics=6, n_docs=10, seed=3, population=True,
+               population_samples=100)
+    with pytest.raises(ValueError, match="exactly one source"):
+        synthesize(tmp_path / "x.h5", A=A, n_words=120, n_topics=6, n_docs=10)
+    with pytest.raises(ValueError, match="exactly one source"):
+        synthesize(tmp_path / "x.h5", n_docs=10)
+    with pytest.raises(ValueError, match="format"):
+        synthesize(tmp_path / "x.h5", A=A, n_docs=10, format="csv")
+    with pytest.raises(ValueError, match="docword"):
+        synthesize(tmp_path / "x.txt", A=A, n_docs=10, format="uci")
+    assert not any(p.name.startswith("x") for p in tmp_path.iterdir())
+
+
+def test_infer_format() -> None:
+    assert synth.infer_format("a/b.h5") == "hdf5"
+    assert synth.infer_format("docword.kos.txt.gz") == "uci"
+    assert synth.infer_format("x.jsonl.gz") == "jsonl"
+    assert synth.infer_format("x.txt") == "text"

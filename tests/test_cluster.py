@@ -1,0 +1,196 @@
+"""Real-cluster runs: `dask scheduler` and two `dask worker` processes on 127.0.0.1.
+
+The CLI runs against them through a scheduler file; results must equal the local run (exactly
+for Q, to 1e-10 for the model). Faults: a worker killed mid-ingest, and the client killed
+mid-ingest. Every process started here is stopped by its process id.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import streamtopic as st
+
+PY = sys.executable
+
+
+def _spawn(args: list[str], log: Path) -> subprocess.Popen:
+    fh = open(log, "wb")
+    return subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=10)
+
+
+class Cluster:
+    """A scheduler and worker processes, addressed by a scheduler file."""
+
+    def __init__(self, root: Path, n_workers: int = 2) -> None:
+        self.root = root
+        self.file = str(root / "scheduler.json")
+        self.scheduler = _spawn(
+            [PY, "-m", "distributed.cli.dask_scheduler", "--scheduler-file", self.file,
+             "--host", "127.0.0.1", "--port", "0", "--dashboard-address", "127.0.0.1:0"],
+            root / "scheduler.log",
+        )
+        deadline = time.time() + 60
+        while not os.path.exists(self.file):
+            if time.time() > deadline or self.scheduler.poll() is not None:
+                raise RuntimeError((root / "scheduler.log").read_text())
+            time.sleep(0.1)
+        self.workers = [self.add_worker(i) for i in range(n_workers)]
+        self.wait_for(n_workers)
+
+    def add_worker(self, i: int) -> subprocess.Popen:
+        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                   MKL_NUM_THREADS="1")
+        return subprocess.Popen(
+            [PY, "-m", "distributed.cli.dask_worker", "--scheduler-file", self.file,
+             "--nthreads", "1", "--host", "127.0.0.1", "--no-nanny",
+             "--memory-limit", "4GiB", "--name", f"w{i}-{time.time_ns()}"],
+            stdout=open(self.root / f"worker{i}.log", "ab"), stderr=subprocess.STDOUT,
+            start_new_session=True, env=env,
+        )
+
+    def wait_for(self, n: int) -> None:
+        from distributed import Client
+
+        with Client(scheduler_file=self.file, timeout="30s") as c:
+            c.wait_for_workers(n, timeout=60)
+
+    def close(self) -> None:
+        for w in self.workers:
+            _stop(w)
+        _stop(self.scheduler)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = Cluster(tmp_path_factory.mktemp("cluster"))
+    yield c
+    c.close()
+    for p in [c.scheduler, *c.workers]:
+        assert p.poll() is not None  # nothing left running
+
+
+def _cli(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
+    res = subprocess.run([PY, "-m", "streamtopic", *args], capture_output=True, text=True,
+                         timeout=timeout)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return res
+
+
+def test_ingest_and_fit_on_a_cluster_equal_the_local_run(cluster, shared_data, tmp_path):
+    docword = str(shared_data / "uci-kos" / "docword.kos.txt.gz")
+    res = _cli(["ingest", docword, "--store", str(tmp_path / "c.zarr"),
+                "--scheduler-file", cluster.file])
+    assert "dashboard" in res.stderr.lower()  # the run prints the dashboard link
+    _cli(["ingest", docword, "--store", str(tmp_path / "l.zarr"), "--local", "threads", "-q"])
+    qc = st.CooccurrenceStore.open(tmp_path / "c.zarr").Q_sum.compute()
+    ql = st.CooccurrenceStore.open(tmp_path / "l.zarr").Q_sum.compute()
+    np.testing.assert_array_equal(qc, ql)  # exactly
+
+    env_run = subprocess.run(
+        [PY, "-m", "streamtopic", "fit", str(tmp_path / "c.zarr"), "-k", "10", "-o",
+         str(tmp_path / "mc.zarr"), "-q"],
+        capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, STREAMTOPIC_SCHEDULER=cluster.file),
+    )
+    assert env_run.returncode == 0, env_run.stderr
+    _cli(["fit", str(tmp_path / "l.zarr"), "-k", "10", "-o", str(tmp_path / "ml.zarr"),
+          "--local", "threads", "-q"])
+    mc = st.AnchorTopicModel.load(tmp_path / "mc.zarr")
+    ml = st.AnchorTopicModel.load(tmp_path / "ml.zarr")
+    np.testing.assert_array_equal(mc.anchors_, ml.anchors_)
+    np.testing.assert_allclose(mc.components_, ml.components_, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(mc.topic_cooccurrence_, ml.topic_cooccurrence_, atol=1e-10)
+
+
+def _text_corpus(path: Path, n_lines: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    words = np.array([f"w{i:04d}" for i in range(1500)])
+    ids = rng.zipf(1.3, size=(n_lines, 40)) % 1500
+    with open(path, "w") as fh:
+        for row in words[ids]:
+            fh.write(" ".join(row) + "\n")
+
+
+def test_worker_killed_mid_ingest(cluster, tmp_path):
+    """Dask reschedules the lost tasks: the result is exactly the undisturbed one."""
+    corpus = tmp_path / "big.txt"
+    _text_corpus(corpus, 150_000, seed=1)
+    store = tmp_path / "k.zarr"
+    proc = subprocess.Popen(
+        [PY, "-m", "streamtopic", "ingest", str(corpus), "--store", str(store),
+         "--scheduler-file", cluster.file, "--min-df", "1", "--max-df", "1.0", "-q"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    # wait until the co-occurrence pass is under way (its staging version exists), then
+    # kill one worker process
+    deadline = time.time() + 120
+    while not list(tmp_path.glob(".k.zarr.tmp-*/versions/v000001")):
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() < deadline
+        time.sleep(0.02)
+    victim = cluster.workers[0]
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait()
+    cluster.workers[0] = cluster.add_worker(10)  # a replacement, as a real cluster would
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    _cli(["ingest", str(corpus), "--store", str(tmp_path / "ref.zarr"), "--local", "threads",
+          "--min-df", "1", "--max-df", "1.0", "-q"])
+    a = st.CooccurrenceStore.open(store)
+    b = st.CooccurrenceStore.open(tmp_path / "ref.zarr")
+    assert a.n_docs == b.n_docs == 150_000
+    np.testing.assert_array_equal(a.Q_sum.compute(), b.Q_sum.compute())
+    cluster.wait_for(2)
+
+
+def test_client_killed_mid_ingest(cluster, shared_data, tmp_path):
+    """The client commits; killed mid-ingest, it leaves the store at its previous state."""
+    docword = str(shared_data / "uci-kos" / "docword.kos.txt.gz")
+    store = tmp_path / "s.zarr"
+    _cli(["ingest", docword, "--store", str(store), "--local", "threads", "-q"])
+    before = st.CooccurrenceStore.open(store)
+    q0, v0, src0 = before.Q_sum.compute(), before.version, before.sources
+    corpus = tmp_path / "more.txt"
+    _text_corpus(corpus, 150_000, seed=2)
+    proc = subprocess.Popen(
+        [PY, "-m", "streamtopic", "ingest", str(corpus), "--store", str(store),
+         "--scheduler-file", cluster.file, "-q"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    deadline = time.time() + 120
+    while not (store / "versions" / "v000002").exists():
+        assert proc.poll() is None
+        assert time.time() < deadline
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    after = st.CooccurrenceStore.open(store)
+    assert after.version == v0 and after.sources == src0
+    np.testing.assert_array_equal(after.Q_sum.compute(), q0)
+    # the orphaned tasks may still be running on the workers; a rerun completes the ingest
+    time.sleep(1.0)
+    _cli(["ingest", str(corpus), "--store", str(store), "--scheduler-file", cluster.file, "-q"])
+    done = st.CooccurrenceStore.open(store)
+    assert done.version == v0 + 1 and len(done.sources) == 2
