@@ -451,6 +451,65 @@ def _recorded_sources(store: Any) -> list:
                    tokenizer)]
 
 
+@main.command()
+@click.argument("output", type=click.Path())
+@click.option("--docs", "n_docs", type=click.IntRange(min=1), required=True,
+              help="Number of documents.")
+@click.option("--model", "model_path", type=click.Path(), default=None,
+              help="Take the topics from a saved model (semi-synthetic).")
+@click.option("--words", "n_words", type=click.IntRange(min=2), default=None,
+              help="Random Dirichlet topics: vocabulary size V.")
+@click.option("--topics", "n_topics", type=click.IntRange(min=1), default=None,
+              help="Random Dirichlet topics: number of topics K.")
+@click.option("--beta", type=float, default=0.05, show_default=True,
+              help="Dirichlet concentration of random topics.")
+@click.option("--planted-anchors", is_flag=True, help="Plant one anchor word per topic.")
+@click.option("--theta", default="dirichlet", show_default=True,
+              help="'dirichlet', or a logistic normal 'ln:rho=0.1,group_size=10,sigma=1'.")
+@click.option("--alpha", type=float, default=0.1, show_default=True,
+              help="Symmetric Dirichlet concentration of θ.")
+@click.option("--doc-length", type=click.IntRange(min=1), default=70, show_default=True)
+@click.option("--poisson", is_flag=True, help="Poisson document lengths (mean --doc-length).")
+@click.option("--format", "fmt", type=click.Choice(["hdf5", "uci", "text", "jsonl"]),
+              default=None, help="Output format (default: from the file name).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--population", is_flag=True,
+              help="Also write the exact population Q = A E[θθᵀ] Aᵀ as OUTPUT.population.zarr.")
+@_scheduler_options
+@_errors
+def synth(
+    output: str, n_docs: int, model_path: str | None, n_words: int | None,
+    n_topics: int | None, beta: float, planted_anchors: bool, theta: str, alpha: float,
+    doc_length: int, poisson: bool, fmt: str | None, seed: int, population: bool,
+    scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
+    local_mode: str, quiet: bool,
+) -> None:
+    """Generate a semi-synthetic corpus with known topics (written beside it as
+    OUTPUT.topics.npz), in parallel and with bounded memory."""
+    from . import synth as synth_mod
+
+    if model_path is None and (n_words is None or n_topics is None):
+        raise click.ClickException("give --model, or both --words and --topics")
+
+    def show(done: int, total: int) -> None:
+        if not quiet:
+            click.echo(f"\rsynth: {done:,}/{total:,} documents", nl=False, err=True)
+
+    with scheduler_context(
+        scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
+        numeric=True, quiet=quiet,
+    ):
+        out = synth_mod.synthesize(
+            output, n_docs=n_docs, model=model_path, n_words=n_words, n_topics=n_topics,
+            beta=beta, planted_anchors=planted_anchors, format=fmt, theta=theta, alpha=alpha,
+            doc_length=doc_length, poisson=poisson, seed=seed, population=population,
+            progress=show,
+        )
+    if not quiet:
+        click.echo(err=True)
+    click.echo(json.dumps(out, indent=2, default=str))
+
+
 @main.command("demo-path")
 def demo_path() -> None:
     """Print the path of the bundled demo corpus (UCI KOS)."""
