@@ -38,6 +38,10 @@ def _scheduler_options(f: Callable[..., Any]) -> Callable[..., Any]:
              "(UCI, HDF5, stores) and a local cluster of processes (with dashboard) for text.",
     )(f)
     f = click.option("--quiet", "-q", is_flag=True, help="No progress bars or dashboard link.")(f)
+    f = click.option(
+        "--performance-report", type=click.Path(dir_okay=False), default=None,
+        help="Write Dask's standalone HTML performance report of the run to this file.",
+    )(f)
     return f
 
 
@@ -104,7 +108,7 @@ def ingest(
     max_df: float | None, keep_n: int | None, stop_words: str | None, text_field: str,
     skip_existing: bool, blocksize: int | None, chunk_size: int | None,
     scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
-    local_mode: str, quiet: bool,
+    local_mode: str, quiet: bool, performance_report: str | None,
 ) -> None:
     """Add INPUTS to the co-occurrence store (created if missing).
 
@@ -116,6 +120,7 @@ def ingest(
     with scheduler_context(
         scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
         numeric=_numeric_inputs(inputs, fmt), quiet=quiet,
+        performance_report=performance_report,
     ):
         report = do_ingest(
             list(inputs), store_path, format=fmt, vocab=vocab, min_df=min_df, max_df=max_df,
@@ -185,7 +190,7 @@ def _human(n: float) -> str:
 def convert(
     inputs: tuple[str, ...], output: str, fmt: str, vocab: str | None, stop_words: str | None,
     text_field: str, scheduler_address: str | None, scheduler_file: str | None,
-    n_workers: int | None, local_mode: str, quiet: bool,
+    n_workers: int | None, local_mode: str, quiet: bool, performance_report: str | None,
 ) -> None:
     """Write any readable corpus into streamtopic's HDF5 CSR form (streaming)."""
     import os
@@ -201,7 +206,9 @@ def convert(
         tokenizer=Tokenizer(stop_words=stop_words),
     )
     with scheduler_context(
-        scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode, quiet=quiet
+        scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
+        numeric=_numeric_inputs(inputs, fmt), quiet=quiet,
+        performance_report=performance_report,
     ):
         out = do_convert(corpus, output, progress=not quiet)
     click.echo(
@@ -245,7 +252,7 @@ def fit(
     model_format: str, top: int, store_path: str | None, fmt: str, vocab: str | None,
     min_df: int | None, max_df: float | None, keep_n: int | None, stop_words: str | None,
     scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
-    local_mode: str, quiet: bool,
+    local_mode: str, quiet: bool, performance_report: str | None,
 ) -> None:
     """Fit a topic model to SOURCE: a co-occurrence store, or raw input (ingested first).
 
@@ -263,7 +270,7 @@ def fit(
     t0 = time.perf_counter()
     with scheduler_context(
         scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
-        numeric=numeric, quiet=quiet,
+        numeric=numeric, quiet=quiet, performance_report=performance_report,
     ):
         if is_store:
             store = source
@@ -325,7 +332,7 @@ def split_cmd(
     inputs: tuple[str, ...], prefix: str, test_fraction: float, seed: int, fmt: str,
     vocab: str | None, stop_words: str | None, text_field: str,
     scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
-    local_mode: str, quiet: bool,
+    local_mode: str, quiet: bool, performance_report: str | None,
 ) -> None:
     """Split a corpus into a training and a held-out HDF5 corpus (deterministic per seed)."""
     import os
@@ -343,6 +350,7 @@ def split_cmd(
     with scheduler_context(
         scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
         numeric=_numeric_inputs(inputs, fmt), quiet=quiet,
+        performance_report=performance_report,
     ):
         out = do_split(corpus, train, test, test_fraction=test_fraction, seed=seed,
                        progress=not quiet)
@@ -367,7 +375,7 @@ def evaluate(
     model_path: str, corpus_inputs: tuple[str, ...], heldout_inputs: tuple[str, ...],
     top_n: int, seed: int, as_json: bool, output: str | None,
     scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
-    local_mode: str, quiet: bool,
+    local_mode: str, quiet: bool, performance_report: str | None,
 ) -> None:
     """Score a model: coherence, unique words and held-out log-likelihood per token."""
     import os
@@ -392,6 +400,7 @@ def evaluate(
     with scheduler_context(
         scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
         numeric=_numeric_inputs(all_inputs, "auto") if all_inputs else True, quiet=quiet,
+        performance_report=performance_report,
     ):
         unique = metrics.unique_words(model.components_, top_n=top_n)
         report["unique_words"] = {"mean": float(np.mean(unique)), "per_topic": unique.tolist()}
@@ -482,7 +491,7 @@ def synth(
     n_topics: int | None, beta: float, planted_anchors: bool, theta: str, alpha: float,
     doc_length: int, poisson: bool, fmt: str | None, seed: int, population: bool,
     scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
-    local_mode: str, quiet: bool,
+    local_mode: str, quiet: bool, performance_report: str | None,
 ) -> None:
     """Generate a semi-synthetic corpus with known topics (written beside it as
     OUTPUT.topics.npz), in parallel and with bounded memory."""
@@ -497,7 +506,7 @@ def synth(
 
     with scheduler_context(
         scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
-        numeric=True, quiet=quiet,
+        numeric=True, quiet=quiet, performance_report=performance_report,
     ):
         out = synth_mod.synthesize(
             output, n_docs=n_docs, model=model_path, n_words=n_words, n_topics=n_topics,

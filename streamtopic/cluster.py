@@ -84,6 +84,7 @@ def scheduler(
     local: str = "auto",
     numeric: bool = False,
     quiet: bool = False,
+    performance_report: str | None = None,
 ) -> Iterator[Any | None]:
     """Connect to, or start, the scheduler for one command.
 
@@ -104,6 +105,9 @@ def scheduler(
         The work is numerical (UCI/HDF5 inputs, or a stored Q): no Python tokenising.
     quiet : bool
         Do not print the dashboard link.
+    performance_report : str, optional
+        Write Dask's standalone HTML performance report of the run to this file. It is the
+        distributed scheduler's, so the in-process schedulers become a cluster in this process.
 
     Yields
     ------
@@ -128,10 +132,13 @@ def scheduler(
             raise ConnectionError(f"cannot reach the Dask scheduler at {target}: {exc}") from exc
         with client:
             _announce(client, quiet)
-            yield client
+            with _report(performance_report):
+                yield client
         return
     if local == "auto":
         local = "threads" if numeric else "cluster"
+    if performance_report is not None and local in ("threads", "sync"):
+        local = "inproc"
     if local in ("threads", "sync"):
         import dask
 
@@ -140,7 +147,7 @@ def scheduler(
         return
     if local not in ("cluster", "inproc"):
         raise ValueError(
-            f"local={local!r}: expected 'cluster', 'inproc', 'threads' or 'sync'"
+            f"local={local!r}: expected 'auto', 'cluster', 'inproc', 'threads' or 'sync'"
         )
     from distributed import Client, LocalCluster
 
@@ -154,13 +161,25 @@ def scheduler(
     else:
         kwargs = {"n_workers": n, "threads_per_worker": 1, "processes": True}
     cluster = LocalCluster(
-        dashboard_address=_dashboard_address(),
-        silence_logs=logging.ERROR,
-        **kwargs,
+        dashboard_address=_dashboard_address(), silence_logs=logging.ERROR, **kwargs
     )
     with cluster, Client(cluster) as client:
         _announce(client, quiet)
-        yield client
+        with _report(performance_report):
+            yield client
+
+
+@contextmanager
+def _report(path: str | None) -> Iterator[None]:
+    """Dask's performance report of everything run inside, written to ``path``."""
+    if path is None:
+        yield
+        return
+    from distributed import performance_report
+
+    with performance_report(filename=path):
+        yield
+    print(f"performance report: {path}", file=sys.stderr, flush=True)
 
 
 def _announce(client: Any, quiet: bool) -> None:
@@ -172,19 +191,24 @@ def _announce(client: Any, quiet: bool) -> None:
 
 
 def compute(
-    *collections: Any, progress: bool = True, label: str = "", optimize_graph: bool = True
+    *collections: Any,
+    progress: bool = True,
+    label: str = "",
+    optimize_graph: bool = True,
+    bytes_read: int | None = None,
 ) -> tuple[Any, ...]:
     """``dask.compute`` with Dask's own progress bar on any scheduler.
 
     On a distributed client this submits the collections, shows ``distributed.progress`` and
-    gathers; otherwise it uses ``dask.diagnostics.ProgressBar``. Logs the stage's wall time and
-    task count.
+    gathers; otherwise it uses ``dask.diagnostics.ProgressBar``. Logs (logger ``streamtopic``,
+    level INFO; ``streamtopic -v``) the stage's wall time, its task count and, when the caller
+    knows it, the bytes the stage reads.
     """
     import dask
 
     t0 = time.perf_counter()
     client = current_client()
-    n_tasks = sum(len(c.__dask_graph__()) for c in collections if hasattr(c, "__dask_graph__"))
+    n_tasks = sum(len(c.__dask_graph__()) for c in _collections(collections))
     show = progress and label is not None
     if show and label:
         print(f"{label}:", file=sys.stderr, flush=True)
@@ -203,7 +227,20 @@ def compute(
             results = dask.compute(*collections, optimize_graph=optimize_graph)
     else:
         results = dask.compute(*collections, optimize_graph=optimize_graph)
-    log.info("%s: %.2f s, %d tasks", label or "compute", time.perf_counter() - t0, n_tasks)
+    read = f", {bytes_read / 2**20:.1f} MiB read" if bytes_read is not None else ""
+    log.info("%s: %.2f s, %d tasks%s", label or "compute", time.perf_counter() - t0, n_tasks,
+             read)
     return results
+
+
+def _collections(items: Any) -> list[Any]:
+    """Dask collections in ``items`` (lists of them included)."""
+    out = []
+    for c in items:
+        if hasattr(c, "__dask_graph__"):
+            out.append(c)
+        elif isinstance(c, (list, tuple)):
+            out.extend(_collections(c))
+    return out
 
 

@@ -448,7 +448,8 @@ def _vocabulary_pass(corpus: Corpus, progress: bool) -> TermStats:
 
     bag = corpus.to_bag().map_partitions(_partition_term_stats)
     item = bag.reduction(TermStats.sum, TermStats.sum, split_every=SPLIT_EVERY)
-    (stats,) = compute(item, progress=progress, label="vocabulary pass")
+    (stats,) = compute(item, progress=progress, label="vocabulary pass",
+                       bytes_read=sum(s.size for s in corpus.sources))
     return stats
 
 
@@ -787,7 +788,8 @@ def _accumulate(
                 )
             )
         written_lists, stats = compute(
-            writes, stats_d, progress=progress, label="co-occurrence"
+            writes, stats_d, progress=progress, label="co-occurrence",
+            bytes_read=sum(s.size for s in corpus.sources) + store.q_bytes(),
         )
         _check_sources(corpus, stats)
         written = [(i, j) for lst in written_lists for (i, j, _) in lst]

@@ -186,6 +186,7 @@ class AnchorTopicModel:
             raise StoreError(f"{store.path}: the store is empty (no documents ingested)")
         K = int(self.n_topics)
         V = store.V
+        self._q_bytes = store.q_bytes()
         scratch = os.path.join(store.path, ".scratch", f"fit-{uuid.uuid4().hex[:12]}")
         os.makedirs(scratch)
         seconds: dict[str, float] = {}
@@ -261,7 +262,7 @@ class AnchorTopicModel:
         path = os.path.join(scratch, "sketch")
         sums = sketch_sums(Q, d, self.seed)
         compute(da.to_zarr(sums, path, compute=False, overwrite=True),
-                progress=self.progress, label="sketch")
+                progress=self.progress, label="sketch", bytes_read=self._q_bytes)
         raw = zarr.open_array(path, mode="r")[:]
         p = raw[:, d].copy()
         inv = _inverse(p)
@@ -307,7 +308,7 @@ class AnchorTopicModel:
         back = np.searchsorted(S, anchors)
         ypath = os.path.join(scratch, "Y")
         compute(da.to_zarr(Q[:, S].rechunk((c, K)), ypath, compute=False, overwrite=True),
-                progress=self.progress, label="anchor rows")
+                progress=self.progress, label="anchor rows", bytes_read=self._q_bytes)
         Y = da.from_zarr(ypath)[:, back]  # V×K, anchors in the model's order
         inv_S = inv[anchors]
         method = self.recover
@@ -352,7 +353,7 @@ class AnchorTopicModel:
             )
         path = os.path.join(scratch, "C")
         compute(da.to_zarr(out, path, compute=False, overwrite=True),
-                progress=self.progress, label="recovery")
+                progress=self.progress, label="recovery", bytes_read=self._q_bytes)
         Cext = zarr.open_array(path, mode="r")[:]
         C, conv, gap = Cext[:, :K], Cext[:, K] > 0.5, Cext[:, K + 1]
         fitted = p > 0
@@ -381,7 +382,8 @@ class AnchorTopicModel:
         path = os.path.join(scratch, "A")
         zarr.create_array(path, shape=A.shape, chunks=(Q.chunks[0][0], K), dtype="f8")[:] = A
         Ad = da.from_zarr(path).rechunk((Q.chunks[0], K))
-        (AtQA,) = compute(Ad.T @ (Q @ Ad), progress=self.progress, label="topic-topic")
+        (AtQA,) = compute(Ad.T @ (Q @ Ad), progress=self.progress, label="topic-topic",
+                          bytes_read=self._q_bytes)
         Minv = np.linalg.pinv(A.T @ A, hermitian=True)
         R = Minv @ np.asarray(AtQA) @ Minv
         return 0.5 * (R + R.T)

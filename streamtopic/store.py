@@ -413,6 +413,16 @@ class CooccurrenceStore:
             raise StoreError(f"{self.path}: the store is empty (no documents ingested)")
         return self._dask(1.0 / self.n_docs)
 
+    def q_bytes(self) -> int:
+        """Bytes on disk of the blocks of Q the head reads (what one pass over Q reads)."""
+        total = 0
+        for (i, j), v in np.ndenumerate(self.block_versions):
+            if v > 0:
+                path = os.path.join(self.path, _vname(int(v)), "Q", "c", str(i), str(j))
+                if os.path.exists(path):
+                    total += os.path.getsize(path)
+        return total
+
     def info(self) -> dict[str, Any]:
         """A summary: V, documents, tokens, density, size on disk, sources."""
         bv = self.block_versions

@@ -194,3 +194,17 @@ def test_client_killed_mid_ingest(cluster, shared_data, tmp_path):
     _cli(["ingest", str(corpus), "--store", str(store), "--scheduler-file", cluster.file, "-q"])
     done = st.CooccurrenceStore.open(store)
     assert done.version == v0 + 1 and len(done.sources) == 2
+
+
+def test_performance_report_and_stage_log(shared_data, tmp_path):
+    res = subprocess.run(
+        [PY, "-m", "streamtopic", "-v", "ingest",
+         str(shared_data / "uci-kos" / "docword.kos.txt.gz"), "--store", str(tmp_path / "s.zarr"),
+         "--performance-report", str(tmp_path / "report.html"), "-q"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    html = (tmp_path / "report.html").read_text()
+    assert "Dask Performance Report" in html
+    # each stage logs its time, tasks and bytes read
+    assert "co-occurrence:" in res.stderr and "tasks" in res.stderr and "MiB read" in res.stderr
