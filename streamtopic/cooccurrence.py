@@ -545,6 +545,7 @@ def ingest(
     blocksize: int | None = None,
     chunk_size: int | None = None,
     progress: bool = True,
+    client: Any = None,
 ) -> IngestReport:
     """Add a corpus to a co-occurrence store, creating the store if needed.
 
@@ -575,6 +576,9 @@ def ingest(
         Block size of Q for a new store.
     progress : bool
         Show progress bars.
+    client : distributed.Client, optional
+        Run on this client's cluster (default: the current client, else the configured
+        Dask scheduler, else threads).
 
     Returns
     -------
@@ -589,6 +593,14 @@ def ingest(
     StoreError
         ``store`` exists but is not a store, or another ingest holds it.
     """
+    if client is not None:
+        with client.as_current():
+            return ingest(
+                inputs, store, format=format, vocab=vocab, min_df=min_df, max_df=max_df,
+                keep_n=keep_n, stop_words=stop_words, tokenizer=tokenizer,
+                text_field=text_field, skip_existing=skip_existing, blocksize=blocksize,
+                chunk_size=chunk_size, progress=progress,
+            )
     t0 = time.perf_counter()
     store_path = os.path.abspath(os.fspath(store))
     existing: CooccurrenceStore | None = None

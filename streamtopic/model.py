@@ -166,7 +166,9 @@ class AnchorTopicModel:
 
     # ----------------------------------------------------------------- fit
 
-    def fit(self, X: CooccurrenceStore | str | os.PathLike[str], y: None = None) -> AnchorTopicModel:
+    def fit(
+        self, X: CooccurrenceStore | str | os.PathLike[str], y: None = None, *, client: Any = None
+    ) -> AnchorTopicModel:
         """Learn topics from a co-occurrence store.
 
         Parameters
@@ -175,11 +177,17 @@ class AnchorTopicModel:
             The store (see :func:`streamtopic.ingest`).
         y : None
             Ignored (scikit-learn convention).
+        client : distributed.Client, optional
+            Run on this client's cluster (default: the current client, else the configured
+            Dask scheduler, else threads).
 
         Returns
         -------
         self
         """
+        if client is not None:
+            with client.as_current():
+                return self.fit(X, y)
         self._validate()
         store = _open_store(X)
         if store.n_docs == 0:

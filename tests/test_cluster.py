@@ -208,3 +208,25 @@ def test_performance_report_and_stage_log(shared_data, tmp_path):
     assert "Dask Performance Report" in html
     # each stage logs its time, tasks and bytes read
     assert "co-occurrence:" in res.stderr and "tasks" in res.stderr and "MiB read" in res.stderr
+
+
+def test_python_api_takes_a_client(shared_data, tmp_path):
+    """ingest and fit run on the client they are given, which is not the default client."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    docword = str(shared_data / "uci-kos" / "docword.kos.txt.gz")
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                      dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR) as lc, \
+            Client(lc, set_as_default=False) as client:
+        st.ingest(docword, tmp_path / "c.zarr", progress=False, client=client)
+        m = st.AnchorTopicModel(5, seed=0).fit(tmp_path / "c.zarr", client=client)
+        # this client's scheduler ran the stages: it has seen their task prefixes
+        prefixes = client.run_on_scheduler(
+            lambda dask_scheduler: sorted(dask_scheduler.task_prefixes)
+        )
+        assert any("write_group" in p for p in prefixes)
+        assert any("l2_block" in p for p in prefixes)
+    local = st.AnchorTopicModel(5, seed=0).fit(tmp_path / "c.zarr")
+    np.testing.assert_allclose(m.components_, local.components_, atol=1e-10)
