@@ -10,8 +10,10 @@ psutil every 50 ms for the peak of its summed RSS:
    the 2,000 generator words) and ``AnchorTopicModel(20, recover="l2", seed=0).fit``; the wall
    time of each stage, the total (ingest + fit) and the peak RSS are recorded. Further fresh
    children refit the same store with ``recover="kl"``, ``recover="original"`` and RecoverL2
-   without the cleanup pass (each timed alone, outside the total). Every fit is scored with the
-   matched L1 distance to the true topics and the number of planted anchors it found.
+   without the cleanup pass (each timed alone, outside the total), and, as a diagnostic of
+   nested threading, RecoverKL once more with OpenBLAS limited to one thread. Every fit is
+   scored with the matched L1 distance to the true topics and the number of planted anchors it
+   found.
 2. *Large case*: V = 15,000, K = 100 topics (Dirichlet(0.05), planted anchors),
    θ ~ Dirichlet(0.1), 300-token documents, 100,000 documents (30M tokens); ingest and fit
    with RecoverL2 in one child, with a time limit on each stage (ingest: 10 minutes).
@@ -24,12 +26,13 @@ matched L1 of RecoverL2 <= 0.09 and of RecoverKL <= 0.17.
 Usage::
 
     python benchmarks/fit.py [--skip-large] [--skip-real] [--out PATH] [--workdir DIR]
-                             [--repeats N] [--keep]
+                             [--repeats N] [--quiet-wait SECONDS] [--skip-acceptance] [--keep]
 
 Wall times on a shared machine vary with other users' load: the acceptance ingest+fit runs
 ``--repeats`` times (3 by default, each a fresh process and a fresh store) and its median is
-judged; before each measured process the script waits (up to 2 minutes) for the CPUs to be
-idle, and it records the CPU time other processes used meanwhile (``contention``).
+judged; before each measured process the script waits (up to ``--quiet-wait`` seconds, 120 by
+default) for the CPUs to be idle, and it records the CPU time other processes used meanwhile
+(``contention``).
 
 Prints the results as JSON and writes them to ``benchmarks/results/fit.json`` (or --out).
 Corpora, stores and models go to a new directory under /tmp (or --workdir), removed at the end
@@ -179,11 +182,15 @@ def _busy_cpu_seconds() -> float:
     return sum(t) - t.idle - getattr(t, "iowait", 0.0)
 
 
-def wait_for_quiet(max_wait: float = 120.0, threshold: float = 25.0) -> dict[str, Any]:
+QUIET_WAIT = {"seconds": 120.0}  # set from --quiet-wait
+
+
+def wait_for_quiet(max_wait: float | None = None, threshold: float = 25.0) -> dict[str, Any]:
     """Wait (up to ``max_wait`` s) until the machine's CPU use over one second is below
     ``threshold`` percent: other users' jobs skew wall times on a 2-core machine."""
     import psutil
 
+    max_wait = QUIET_WAIT["seconds"] if max_wait is None else max_wait
     t0 = time.perf_counter()
     pct = psutil.cpu_percent(interval=1.0)
     while pct >= threshold and time.perf_counter() - t0 < max_wait:
@@ -200,6 +207,7 @@ def run_child(
     stage_timeouts: dict[str, float] | None = None,
     default_timeout: float = 3600.0,
     cwd: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run ``cmd`` in its own session, measuring its tree's RSS and enforcing time limits.
 
@@ -219,6 +227,7 @@ def run_child(
         t0 = time.perf_counter()
         proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=err, cwd=cwd, start_new_session=True,
+            env=None if env is None else {**os.environ, **env},
             text=True, encoding="utf-8", errors="replace", bufsize=1,
         )
         watch = _Watch(proc.pid).start()
@@ -433,7 +442,7 @@ def make_corpus(cfg: dict[str, Any], workdir: str, tag: str) -> dict[str, Any]:
 
 def run_fits(
     workdir: str, tag: str, store: str, fits: list[tuple[str, dict[str, Any]]],
-    ingest: dict[str, str] | None, timeouts: dict[str, float],
+    ingest: dict[str, str] | None, timeouts: dict[str, float], env: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, str]]:
     """One child: optional ingest, then the fits, in order."""
     outs = {name: os.path.join(workdir, f"{tag}-{name}.components.npy") for name, _ in fits}
@@ -447,7 +456,7 @@ def run_fits(
         json.dump(spec, fh)
     cmd = [sys.executable, os.path.abspath(__file__), "--child", spec_path]
     quiet = wait_for_quiet()
-    run = run_child(cmd, stage_timeouts=timeouts, default_timeout=3600.0)
+    run = run_child(cmd, stage_timeouts=timeouts, default_timeout=3600.0, env=env)
     run["contention"].update(quiet)
     return run, child_results(run), outs
 
@@ -550,25 +559,32 @@ def part_acceptance(workdir: str, repeats: int) -> dict[str, Any]:
         "what": "each fit alone in a fresh process (threaded scheduler) on the same store; "
                 "not part of the total",
     }
-    variants = [("kl", {**base, "recover": "kl"}),
-                ("original", {**base, "recover": "original"}),
-                ("l2_no_cleanup", {**base, "recover": "l2", "cleanup": False})]
-    for name, params in variants:
+    # the last variant is a diagnostic: the same KL fit with OpenBLAS (and OpenMP) limited to
+    # one thread per process, to show how much nested BLAS threading inside Dask's worker
+    # threads costs on this machine
+    one_thread = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    variants = [("kl", {**base, "recover": "kl"}, None),
+                ("original", {**base, "recover": "original"}, None),
+                ("l2_no_cleanup", {**base, "recover": "l2", "cleanup": False}, None),
+                ("kl_blas_1_thread", {**base, "recover": "kl"}, one_thread)]
+    for name, params, env in variants:
         log(f"acceptance: refit {name}")
         run2, res2, outs2 = run_fits(workdir, f"acceptance-{name}", store, [(name, params)],
-                                     ingest=None, timeouts={f"fit:{name}": 1800.0})
+                                     ingest=None, timeouts={f"fit:{name}": 1800.0}, env=env)
         r = res2.get(f"fit:{name}")
         entry: dict[str, Any] = (
             score(data["A"], data["planted"], data["vocab"], r, outs2[name]) if r else {}
         )
         entry.update(params={k: v for k, v in params.items() if k != "n_topics"},
+                     env=env or "default (library and BLAS defaults)",
                      process_wall_seconds=run2["wall_seconds"],
                      peak_rss_bytes=run2["peak_rss_bytes"], contention=run2["contention"])
         err2 = failure(run2)
         if err2 or not r:
             entry["error"] = err2 or {"reason": "no result", "stderr_tail": run2["stderr"][-3000:]}
         else:
-            log(f"acceptance: {name}: L1 {entry['matched_l1']:.4f}, fit {entry['fit_seconds']:.2f} s")
+            log(f"acceptance: {name}: L1 {entry['matched_l1']:.4f}, "
+                f"fit {entry['fit_seconds']:.2f} s")
         more[name] = entry
     out["other_recoveries"] = more
     _remove(store)
@@ -635,6 +651,7 @@ def part_large(workdir: str) -> dict[str, Any]:
         out["process_wall_seconds"] = run["wall_seconds"]
         out["peak_rss_bytes"] = run["peak_rss_bytes"]
         out["peak_rss_bytes_by_stage"] = run["peak_rss_bytes_by_stage"]
+        out["contention"] = run["contention"]
         out["timeouts_seconds"] = {"ingest": LARGE_INGEST_TIMEOUT, "fit": LARGE_FIT_TIMEOUT}
         out["store_bytes_on_disk"] = _du(store)
         err = failure(run)
@@ -688,6 +705,7 @@ _INGEST_LINE = re.compile(
 _FIT_LINE = re.compile(r"K = (\d+), V = ([\d,]+), recover = (\w+); ([\d,]+)/([\d,]+) word rows "
                        r"converged; cleanup changed (\d+) anchors; (.*); total ([0-9.]+) s")
 _STAGE = re.compile(r"(\w+) ([0-9.]+) s")
+_TOPIC_LINE = re.compile(r"topic\s+\d+ \(\d.*$")
 
 
 def streamtopic_cmd() -> list[str]:
@@ -711,6 +729,7 @@ def cli_fit(name: str, source: str, workdir: str, extra: list[str]) -> dict[str,
     out["wall_seconds"] = run["wall_seconds"]
     out["peak_rss_bytes"] = run["peak_rss_bytes"]
     out["peak_processes"] = run["peak_processes"]
+    out["contention"] = run["contention"]
     err = failure(run)
     if err:
         out["error"] = err
@@ -727,7 +746,8 @@ def cli_fit(name: str, source: str, workdir: str, extra: list[str]) -> dict[str,
             "stage_seconds": {k: float(v) for k, v in _STAGE.findall(m.group(7))},
             "total_seconds": float(m.group(8)),
         }
-    out["topics"] = [ln for ln in run["stdout_lines"] if ln.strip()]
+    # distributed's progress bars also go to stdout (text input): keep the topic lines only
+    out["topics"] = [m.group(0).strip() for m in map(_TOPIC_LINE.search, run["stdout_lines"]) if m]
     for p in (model, f"{model}.store"):
         _remove(p)
     log(f"real/{name}: {run['wall_seconds']:.1f} s, peak RSS {mib(run['peak_rss_bytes'])}, "
@@ -773,6 +793,13 @@ def machine_info() -> dict[str, Any]:
             with open(os.path.join(pkg, name), "rb") as fh:
                 digest.update(name.encode() + b"\0" + fh.read())
     status = _git("status", "--porcelain")
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        blas = {k: blas.get(k) for k in ("name", "version", "openblas configuration")}
+    except Exception:  # older NumPy: no dict mode
+        blas = None
+    threads_env = {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                              "MKL_NUM_THREADS") if k in os.environ}
     return {
         "platform": platform.platform(),
         "cpu_count_logical": psutil.cpu_count(logical=True),
@@ -787,6 +814,9 @@ def machine_info() -> dict[str, Any]:
         "h5py": h5py.__version__,
         "psutil": psutil.__version__,
         "streamtopic": streamtopic.__version__,
+        "blas": blas,
+        "blas_thread_env": threads_env,
+        "loadavg_at_start": list(os.getloadavg()),
         "git_commit": _git("rev-parse", "HEAD"),
         "git_dirty_files": status.splitlines() if status else [],
         "streamtopic_sources_sha256": digest.hexdigest(),
@@ -810,10 +840,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              "default 3).")
     parser.add_argument("--skip-acceptance", action="store_true",
                         help="Skip the 7M-token acceptance corpus (for partial runs).")
+    parser.add_argument("--quiet-wait", type=float, default=120.0, metavar="SECONDS",
+                        help="Longest wait for idle CPUs before each measured process "
+                             "(default 120; 0: do not wait).")
     parser.add_argument("--child", metavar="SPEC", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
+    QUIET_WAIT["seconds"] = max(0.0, args.quiet_wait)
     if args.child:
         child_main(args.child)
         return {}

@@ -212,25 +212,50 @@ def compute(
     show = progress and label is not None
     if show and label:
         print(f"{label}:", file=sys.stderr, flush=True)
-    if client is not None:
-        futures = client.compute(list(collections), optimize_graph=optimize_graph)
-        if show:
-            from distributed import progress as dprogress
+    with _one_blas_thread(client):
+        if client is not None:
+            futures = client.compute(list(collections), optimize_graph=optimize_graph)
+            if show:
+                from contextlib import redirect_stdout
 
-            dprogress(futures, notebook=False)
-            print(file=sys.stderr, flush=True)
-        results = tuple(client.gather(futures))
-    elif show:
-        from dask.diagnostics import ProgressBar
+                from distributed import progress as dprogress
 
-        with ProgressBar(out=sys.stderr):
+                with redirect_stdout(sys.stderr):  # progress bars never mix with results
+                    dprogress(futures, notebook=False)
+                print(file=sys.stderr, flush=True)
+            results = tuple(client.gather(futures))
+        elif show:
+            from dask.diagnostics import ProgressBar
+
+            with ProgressBar(out=sys.stderr):
+                results = dask.compute(*collections, optimize_graph=optimize_graph)
+        else:
             results = dask.compute(*collections, optimize_graph=optimize_graph)
-    else:
-        results = dask.compute(*collections, optimize_graph=optimize_graph)
     read = f", {bytes_read / 2**20:.1f} MiB read" if bytes_read is not None else ""
     log.info("%s: %.2f s, %d tasks%s", label or "compute", time.perf_counter() - t0, n_tasks,
              read)
     return results
+
+
+@contextmanager
+def _one_blas_thread(client: Any) -> Iterator[None]:
+    """Pin BLAS to one thread while work runs on threads of this process (Dask's threaded
+    scheduler, or a cluster whose workers live in this process), so that its threads do not
+    oversubscribe the cores; worker processes are pinned by their environment."""
+    from threadpoolctl import threadpool_limits
+
+    if client is None or _in_process_workers(client):
+        with threadpool_limits(limits=1, user_api="blas"):
+            yield
+    else:
+        yield
+
+
+def _in_process_workers(client: Any) -> bool:
+    from distributed import Worker
+
+    workers = getattr(getattr(client, "cluster", None), "workers", None) or {}
+    return any(isinstance(w, Worker) for w in workers.values())
 
 
 def _collections(items: Any) -> list[Any]:

@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 FORMATS = ("auto", "uci", "text", "files", "jsonl", "hdf5")
-DEFAULT_BLOCKSIZE = 4 * 2**20
+DEFAULT_BLOCKSIZE = 2 * 2**20
 MIN_BLOCKSIZE = 2**20
 CHUNK_DOCS = 2048  # documents per DocChunk inside a partition
 
@@ -1035,11 +1035,11 @@ def read_corpus(
     if blocksize is None:
         from .cluster import n_workers
 
-        # about DEFAULT_BLOCKSIZE per partition, the count a multiple of the workers (so the
-        # last round of partitions keeps every worker busy)
+        # about DEFAULT_BLOCKSIZE per partition whatever the corpus size (so memory per task
+        # is the same), the count a multiple of the workers (so every round keeps them busy)
         total = sum(s.size for s in sources)
         w = n_workers()
-        n_parts = w * max(1, -(-total // (DEFAULT_BLOCKSIZE * w)))
+        n_parts = w * max(1, round(total / (DEFAULT_BLOCKSIZE * w)))
         blocksize = int(max(MIN_BLOCKSIZE, -(-total // n_parts)))
     options = (("text_field", text_field),)
     parts: list[_Part] = []

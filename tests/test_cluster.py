@@ -103,6 +103,8 @@ def test_ingest_and_fit_on_a_cluster_equal_the_local_run(cluster, shared_data, t
     res = _cli(["ingest", docword, "--store", str(tmp_path / "c.zarr"),
                 "--scheduler-file", cluster.file])
     assert "dashboard" in res.stderr.lower()  # the run prints the dashboard link
+    assert "Completed" in res.stderr  # Dask's progress bars, on stderr ...
+    assert "Completed" not in res.stdout and "[#" not in res.stdout  # ... never in the output
     _cli(["ingest", docword, "--store", str(tmp_path / "l.zarr"), "--local", "threads", "-q"])
     qc = st.CooccurrenceStore.open(tmp_path / "c.zarr").Q_sum.compute()
     ql = st.CooccurrenceStore.open(tmp_path / "l.zarr").Q_sum.compute()
