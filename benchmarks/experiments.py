@@ -7,9 +7,8 @@ Each experiment writes JSON (and a PNG plot when matplotlib is installed) into
                   for the original Recover, RecoverL2 and RecoverKL, with topics fit on
                   20 Newsgroups (K = 50, V = 5,000) as the semi-synthetic model (their Fig. 2),
                   and the time of each stage against corpus size (their Fig. 1);
-* ``anchors``     the same with planted anchors in random Dirichlet topics (V = 2,000, K = 20,
-                  the acceptance setup of the fit issue), where the error should go to about
-                  zero with infinite data (their Fig. 3);
+* ``anchors``     the same with planted anchors in random Dirichlet topics (V = 5,000, K = 50),
+                  where the error should go to about zero with infinite data (their Fig. 3);
 * ``correlated``  correlated topics (logistic-normal θ, within-group correlation ρ = 0.05 and
                   0.1) with the 20 Newsgroups topics (their Fig. 4), for the original Recover
                   and RecoverL2 (RecoverKL at K = 50 costs minutes per fit here).
@@ -228,10 +227,10 @@ def experiment_size(workdir: str, sizes: tuple[int, ...], methods: list[str]) ->
 def experiment_anchors(workdir: str, sizes: tuple[int, ...], methods: list[str]) -> dict[str, Any]:
     from streamtopic import synth
 
-    A, anchors = synth.dirichlet_topics_with_anchors(2000, 20, beta=0.05, seed=SEED)
-    res = run_sizes("anchors", A, synth.default_vocab(2000), methods, sizes, workdir,
+    A, anchors = synth.dirichlet_topics_with_anchors(5000, 50, beta=0.05, seed=SEED)
+    res = run_sizes("anchors", A, synth.default_vocab(5000), methods, sizes, workdir,
                     anchors=anchors)
-    res["topics"] = "random Dirichlet(0.05) over V = 2,000 words, K = 20, one planted anchor each"
+    res["topics"] = "random Dirichlet(0.05) over V = 5,000 words, K = 50, one planted anchor each"
     res["trends"] = trends(res)
     res["trends"]["infinite_l2_at_most_0.02"] = bool(res["trends"]["l2_infinite"] <= 0.02)
     return res
@@ -264,7 +263,7 @@ def main() -> None:
     os.makedirs(RESULTS, exist_ok=True)
     workdir = args.workdir or tempfile.mkdtemp(prefix="streamtopic-exp-")
     todo = ["size", "anchors", "correlated"] if args.which == "all" else [args.which]
-    titles = {"size": "20 Newsgroups topics (K=50)", "anchors": "planted anchors (K=20)",
+    titles = {"size": "20 Newsgroups topics (K=50)", "anchors": "planted anchors (K=50)",
               "correlated": "correlated topics, 20 Newsgroups (K=50)"}
     for name in todo:
         t0 = time.perf_counter()
