@@ -84,22 +84,12 @@ def _weighted(Hu: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarr
 
 
 def _product(
-    Hc: sp.csc_matrix, Hwc: sp.csc_matrix, diag: np.ndarray, r0: int, r1: int, c0: int, c1: int,
-    dense_fraction: float = 2.0,
-) -> Any:
-    """Rows r0:r1 and columns c0:c1 of Σ_d Q_d, from column slices of H (cheap: H holds only
-    the tokens) rather than slices of the product. The result is a dense array when denser
-    than ``dense_fraction``, else CSR; either way its diagonal is the exact Σ_d (h_i² − h_i) w_d.
-    """
+    Hc: sp.csc_matrix, Hwc: sp.csc_matrix, diag: np.ndarray, r0: int, r1: int, c0: int, c1: int
+) -> sp.csr_matrix:
+    """Rows r0:r1 and columns c0:c1 of Σ_d Q_d, from column slices of H, with the exact
+    diagonal Σ_d (h_i² − h_i) w_d (every word present has a diagonal entry to overwrite)."""
     S = (Hc[:, r0:r1].T.tocsr() @ Hwc[:, c0:c1]).tocsr()
-    lo, hi = max(r0, c0), min(r1, c1)
-    if S.nnz > dense_fraction * (r1 - r0) * (c1 - c0):
-        D = S.toarray()
-        if lo < hi:
-            k = np.arange(lo, hi)
-            D[k - r0, k - c0] = diag[k]
-        return D
-    if lo < hi:  # overwrite the diagonal entries (every present word has one)
+    if max(r0, c0) < min(r1, c1):
         rows = np.repeat(np.arange(r1 - r0, dtype=np.int32), np.diff(S.indptr)) + r0
         on = S.indices + c0 == rows
         S.data[on] = diag[rows[on]]
@@ -453,7 +443,7 @@ def _vocabulary_pass(corpus: Corpus, progress: bool) -> TermStats:
     return stats
 
 
-def _hash_sources(corpus: Corpus, progress: bool) -> list[str]:
+def _hash_sources(corpus: Corpus) -> list[str]:
     from dask import delayed
 
     from .cluster import compute
@@ -625,7 +615,7 @@ def ingest(
         )
 
     # --- which inputs are new
-    hashes = _hash_sources(corpus, progress)
+    hashes = _hash_sources(corpus)
     known = {(s["path"], s["sha256"]) for s in (existing.sources if existing else [])}
     keep_sources, skipped = [], []
     for src, h in zip(corpus.sources, hashes):

@@ -889,12 +889,11 @@ def _plan_source(src: Source, blocksize: int, options: tuple[tuple[str, Any], ..
         offsets, lines, _ = _line_splits(path, 0, blocksize)
         if not lines:
             lines = [1] + [None] * (len(offsets) - 2)  # type: ignore[list-item]
-        parts: list[_Part] = []
         return [
             _Part(src, "bytes", a, b, -1, lines[i] if i < len(lines) else None, options)
             for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:]))
             if b > a
-        ] or parts
+        ]
     if src.format == "files":
         members = _members(src)
         if kind is not None:

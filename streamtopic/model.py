@@ -340,8 +340,9 @@ class AnchorTopicModel:
         if method == "l2":
             tol = 1e-7 if tol is None else tol
             max_iter = 5000 if max_iter is None else max_iter
-            Yv = zarr.open_array(ypath, mode="r")[:][:, back]
-            G = (Yv.T @ Yv) * np.outer(inv_S, inv_S)  # K×K Gram of the anchor rows of Q̄
+            # K×K Gram of the anchor rows of Q̄, formed on the workers from the scratch Y
+            (YtY,) = compute(Y.T @ Y, progress=False, label="anchor Gram")
+            G = np.asarray(YtY) * np.outer(inv_S, inv_S)
             B = ((Q @ Y) * inv_d[:, None] * inv_S[None, :]).rechunk((rows, K))
             norms_d = da.from_array(norms, chunks=(rows,))
             out = da.blockwise(

@@ -273,7 +273,6 @@ class CooccurrenceStore:
         store = cls.create(path, vocab, chunk_size=chunk_size, config={"source": "from_array"})
         txn = store.begin()
         try:
-            c = store.chunk_size
             arr = store._staging_q(txn)
             written = []
             for i in range(store.n_blocks):
@@ -284,7 +283,6 @@ class CooccurrenceStore:
                     if np.any(blk):
                         arr[r, s] = blk * float(n_docs)
                         written.append((i, j))
-            del c
             known = word_counts is not None
             store.commit(
                 txn,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from streamtopic.corpus import DocChunk
 from streamtopic.vocabulary import (
@@ -14,7 +15,7 @@ from streamtopic.vocabulary import (
     read_vocab_file,
 )
 
-import scipy.sparse as sp
+from ._reference import count_matrix
 
 
 def test_tokenizer_defaults_follow_scikit_learn():
@@ -47,15 +48,8 @@ def test_tokenizer_config_roundtrip():
 
 
 def _stats(docs: list[list[str]]) -> TermStats:
-    index: dict[str, int] = {}
-    rows, cols = [], []
-    for d, toks in enumerate(docs):
-        for t in toks:
-            cols.append(index.setdefault(t, len(index)))
-            rows.append(d)
-    m = sp.csr_matrix((np.ones(len(rows), np.int32), (rows, cols)), shape=(len(docs), len(index)))
-    m.sum_duplicates()
-    return DocChunk(m, list(index), "mem").term_stats()
+    H, terms = count_matrix(docs)
+    return DocChunk(sp.csr_matrix(H, dtype=np.int32), terms, "mem").term_stats()
 
 
 def test_pruning_has_gensim_semantics():
