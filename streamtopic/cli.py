@@ -45,6 +45,15 @@ def _scheduler_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def _strip_headers_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--strip-headers", is_flag=True,
+        help="One document per file (directories, tar archives): drop each document's leading "
+             "header block (e-mail/news headers) up to and including the first empty line; a "
+             "file without an empty line is kept whole.",
+    )(f)
+
+
 def _numeric_inputs(inputs: Sequence[str], fmt: str) -> bool:
     """Whether every input is numerical (UCI or HDF5): no tokenising, threads suffice."""
     from .corpus import _expand_inputs
@@ -101,12 +110,13 @@ def main(verbose: bool) -> None:
               help="Bytes of input per partition (default: up to 4 MiB).")
 @click.option("--chunk-size", type=click.IntRange(min=1), default=None,
               help="Rows/columns per zarr block of Q (new store; default min(V, 2048)).")
+@_strip_headers_option
 @_scheduler_options
 @_errors
 def ingest(
     inputs: tuple[str, ...], store_path: str, fmt: str, vocab: str | None, min_df: int | None,
     max_df: float | None, keep_n: int | None, stop_words: str | None, text_field: str,
-    skip_existing: bool, blocksize: int | None, chunk_size: int | None,
+    skip_existing: bool, blocksize: int | None, chunk_size: int | None, strip_headers: bool,
     scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
     local_mode: str, quiet: bool, performance_report: str | None,
 ) -> None:
@@ -126,7 +136,7 @@ def ingest(
             list(inputs), store_path, format=fmt, vocab=vocab, min_df=min_df, max_df=max_df,
             keep_n=keep_n if keep_n is not None else "default", stop_words=stop_words,
             text_field=text_field, skip_existing=skip_existing, blocksize=blocksize,
-            chunk_size=chunk_size, progress=not quiet,
+            chunk_size=chunk_size, progress=not quiet, strip_headers=strip_headers,
         )
     click.echo(report.summary())
 
@@ -185,11 +195,12 @@ def _human(n: float) -> str:
 @click.option("--vocab", type=click.Path(dir_okay=False), default=None, help="UCI vocabulary.")
 @click.option("--stop-words", default=None, help="'english', 'none', or a file.")
 @click.option("--text-field", default="text", show_default=True)
+@_strip_headers_option
 @_scheduler_options
 @_errors
 def convert(
     inputs: tuple[str, ...], output: str, fmt: str, vocab: str | None, stop_words: str | None,
-    text_field: str, scheduler_address: str | None, scheduler_file: str | None,
+    text_field: str, strip_headers: bool, scheduler_address: str | None, scheduler_file: str | None,
     n_workers: int | None, local_mode: str, quiet: bool, performance_report: str | None,
 ) -> None:
     """Write any readable corpus into streamtopic's HDF5 CSR form (streaming)."""
@@ -203,7 +214,7 @@ def convert(
         raise click.ClickException(f"{output}: already exists")
     corpus = read_corpus(
         list(inputs), format=fmt, vocab=vocab, text_field=text_field,
-        tokenizer=Tokenizer(stop_words=stop_words),
+        tokenizer=Tokenizer(stop_words=stop_words), strip_headers=strip_headers,
     )
     with scheduler_context(
         scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
@@ -221,8 +232,26 @@ def convert(
 @click.argument("source")
 @click.option("-k", "--n-topics", type=int, required=True, help="Number of topics K (>= 2).")
 @click.option("-o", "--output", required=True, type=click.Path(), help="Model path to write.")
-@click.option("--recover", type=click.Choice(["l2", "kl", "original"]), default="l2",
-              show_default=True, help="Recovery: RecoverL2, RecoverKL or the original Recover.")
+@click.option("--recover", type=click.Choice(["l2", "kl", "original", "admm", "activeset"]),
+              default="l2", show_default=True,
+              help="Recovery: RecoverL2 (FISTA), RecoverKL, the original Recover, or the L2 "
+                   "fit by ADMM or by an exact active-set method.")
+@click.option("--rectify", type=click.Choice(["none", "ap", "dr"]), default="none",
+              show_default=True,
+              help="Rectify Q first (JSMF/RAW): alternating projection or Douglas-Rachford.")
+@click.option("--rectify-iters", type=click.IntRange(min=1), default=15, show_default=True,
+              help="Rectification iterations.")
+@click.option("--anchors", "anchor_method", type=click.Choice(["sketch", "qr"]),
+              default="sketch", show_default=True,
+              help="Anchor finding: FastAnchorWords on a random projection, or exact "
+                   "pivoted QR.")
+@click.option("--topic-topic", type=click.Choice(["pinv", "anchor"]), default="pinv",
+              show_default=True,
+              help="Topic-topic matrix: A+ Q A+^T, or the anchor formula.")
+@click.option("--memory-budget", type=click.IntRange(min=1), default=2048, show_default=True,
+              metavar="MiB", help="Memory the in-memory fast paths may use.")
+@click.option("--refine-passes", type=click.IntRange(min=0), default=0, show_default=True,
+              help="EM passes over the training corpus after the spectral fit.")
 @click.option("--sketch-dim", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Dimension of the random projection used to find anchors.")
 @click.option("--anchor-min-df", type=click.IntRange(min=0), default=None,
@@ -244,13 +273,17 @@ def convert(
 @click.option("--max-df", type=float, default=None, help="See ingest.")
 @click.option("--keep-n", type=click.IntRange(min=1), default=None, help="See ingest.")
 @click.option("--stop-words", default=None, help="See ingest.")
+@_strip_headers_option
 @_scheduler_options
 @_errors
 def fit(
-    source: str, n_topics: int, output: str, recover: str, sketch_dim: int,
+    source: str, n_topics: int, output: str, recover: str, rectify: str, rectify_iters: int,
+    anchor_method: str, topic_topic: str, memory_budget: int, refine_passes: int,
+    sketch_dim: int,
     anchor_min_df: int | None, exact_anchors: bool, no_cleanup: bool, seed: int,
     model_format: str, top: int, store_path: str | None, fmt: str, vocab: str | None,
     min_df: int | None, max_df: float | None, keep_n: int | None, stop_words: str | None,
+    strip_headers: bool,
     scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
     local_mode: str, quiet: bool, performance_report: str | None,
 ) -> None:
@@ -282,10 +315,15 @@ def fit(
                 min_df=None if existing else min_df, max_df=None if existing else max_df,
                 keep_n="default" if existing or keep_n is None else keep_n,
                 stop_words=stop_words, skip_existing=True, progress=not quiet,
+                strip_headers=strip_headers,
             )
             click.echo(report.summary(), err=True)
         model = AnchorTopicModel(
-            n_topics, recover=recover, sketch_dim=sketch_dim, anchor_min_df=anchor_min_df,
+            n_topics, recover=recover, rectify=rectify, rectify_iters=rectify_iters,
+            anchor_method=anchor_method, topic_topic=topic_topic,
+            memory_budget=memory_budget * 2**20, refine_passes=refine_passes,
+            sketch_dim=sketch_dim,
+            anchor_min_df=anchor_min_df,
             exact_anchors=exact_anchors, cleanup=not no_cleanup, seed=seed,
             progress=not quiet,
         ).fit(store)
@@ -299,6 +337,17 @@ def fit(
         f"total {time.perf_counter() - t0:.2f} s",
         err=True,
     )
+    rect = diag.get("rectification")
+    if rect:
+        if rect.get("reused"):
+            click.echo(f"rectified Q reused from {rect['path']}", err=True)
+        else:
+            moved = " ".join(f"{m:.2e}" for m in rect["movement"])
+            click.echo(
+                f"rectification ({rect['method']}, {rect['iterations']} iterations, "
+                f"{sum(rect['seconds']):.2f} s): relative movement per iteration {moved}",
+                err=True,
+            )
     for line in top_words_table(model, top):
         click.echo(line)
 
@@ -326,11 +375,12 @@ def topics(model_path: str, top: int) -> None:
 @click.option("--vocab", type=click.Path(dir_okay=False), default=None, help="UCI vocabulary.")
 @click.option("--stop-words", default=None, help="'english', 'none', or a file.")
 @click.option("--text-field", default="text", show_default=True)
+@_strip_headers_option
 @_scheduler_options
 @_errors
 def split_cmd(
     inputs: tuple[str, ...], prefix: str, test_fraction: float, seed: int, fmt: str,
-    vocab: str | None, stop_words: str | None, text_field: str,
+    vocab: str | None, stop_words: str | None, text_field: str, strip_headers: bool,
     scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
     local_mode: str, quiet: bool, performance_report: str | None,
 ) -> None:
@@ -346,7 +396,7 @@ def split_cmd(
         if os.path.exists(path):
             raise click.ClickException(f"{path}: already exists")
     corpus = read_corpus(list(inputs), format=fmt, vocab=vocab, text_field=text_field,
-                         tokenizer=Tokenizer(stop_words=stop_words))
+                         tokenizer=Tokenizer(stop_words=stop_words), strip_headers=strip_headers)
     with scheduler_context(
         scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
         numeric=_numeric_inputs(inputs, fmt), quiet=quiet,
@@ -369,11 +419,14 @@ def split_cmd(
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON to this file.")
+@click.option("--strip-headers", is_flag=True,
+              help="Read --corpus and --heldout with headers stripped (see ingest); the "
+                   "recorded training inputs are read as they were ingested.")
 @_scheduler_options
 @_errors
 def evaluate(
     model_path: str, corpus_inputs: tuple[str, ...], heldout_inputs: tuple[str, ...],
-    top_n: int, seed: int, as_json: bool, output: str | None,
+    top_n: int, seed: int, as_json: bool, output: str | None, strip_headers: bool,
     scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
     local_mode: str, quiet: bool, performance_report: str | None,
 ) -> None:
@@ -383,17 +436,22 @@ def evaluate(
     import numpy as np
 
     from . import metrics
+    from .corpus import read_corpus
     from .inference import document_completion
     from .model import AnchorTopicModel
     from .store import CooccurrenceStore
 
     model = AnchorTopicModel.load(model_path)
     refs: list = list(corpus_inputs)
+    if strip_headers and refs:
+        refs = [read_corpus(list(corpus_inputs), strip_headers=True)]
     if not refs:  # the training inputs, as the model's store recorded them
         store_path = model.diagnostics_.get("store", {}).get("path")
         if store_path and CooccurrenceStore.is_store(store_path):
             refs = _recorded_sources(CooccurrenceStore.open(store_path))
     all_inputs = [r for r in refs if isinstance(r, str)] + list(heldout_inputs)
+    if strip_headers:
+        all_inputs += list(corpus_inputs)
     report: dict = {"model": os.path.abspath(model_path), "n_topics": len(model.anchors_),
                     "top_n": top_n}
     order = np.argsort(-model.components_, axis=1, kind="stable")[:, :top_n]
@@ -413,8 +471,9 @@ def evaluate(
                            for r in refs],
             }
         if heldout_inputs:
-            dc = document_completion(model, list(heldout_inputs), seed=seed,
-                                     progress=not quiet)
+            heldout = (read_corpus(list(heldout_inputs), strip_headers=True) if strip_headers
+                       else list(heldout_inputs))
+            dc = document_completion(model, heldout, seed=seed, progress=not quiet)
             report["heldout"] = {"per_token": dc.per_token, "n_docs": dc.n_docs,
                                  "n_tokens": dc.n_tokens, "n_oov_tokens": dc.n_oov_tokens,
                                  "corpus": list(heldout_inputs)}
@@ -440,24 +499,11 @@ def evaluate(
 
 
 def _recorded_sources(store: Any) -> list:
-    """One corpus of the store's recorded inputs that still exist, each read with its own
-    format and UCI vocabulary, and tokenised as the store was."""
-    import os
+    """The store's recorded inputs that still exist, as a one-element list (or [])."""
+    from .corpus import recorded_corpus
 
-    from .corpus import Corpus, read_corpus
-    from .vocabulary import Tokenizer
-
-    cfg = store.config.get("tokenizer")
-    tokenizer = Tokenizer.from_config(cfg) if cfg else Tokenizer()
-    parts = [
-        read_corpus(s["path"], format=s.get("format", "auto"), vocab=s.get("vocab_path"),
-                    tokenizer=tokenizer)
-        for s in store.sources if os.path.exists(s["path"])
-    ]
-    if not parts:
-        return []
-    return [Corpus([x for c in parts for x in c.sources], [x for c in parts for x in c.parts],
-                   tokenizer)]
+    c = recorded_corpus(store)
+    return [c] if c is not None else []
 
 
 @main.command()

@@ -9,10 +9,14 @@ skipped (and counted). The store keeps Σ_d Q_d; ``store.Q`` divides by the numb
 
 The pipeline, all in Dask:
 
-1. each corpus partition yields a sparse partial sum (``H_pᵀ W H_p`` with the diagonal
-   corrected), cut into *groups* of whole zarr blocks;
-2. per group, a linear chain of tasks adds the partitions' pieces into one running sum (so
-   memory does not grow with the number of partitions);
+1. each corpus partition yields its documents as a compact CSR matrix with weights
+   w_d = 1 / (n_d (n_d − 1)), and the exact diagonal of its Σ_d Q_d; Q is cut into *groups*
+   of whole zarr blocks;
+2. per group, a linear chain of tasks adds each partition's w_d h_d h_dᵀ on the group's
+   rectangle into one running sum: densely, by a compiled pair kernel that needs no
+   intermediate sparse product, or with scipy's sparse product while the group's part of Q is
+   still mostly empty. The links of one round run in parallel; memory does not grow with the
+   number of partitions;
 3. per group, exactly one task adds the sum to the head's blocks and writes the new version's
    blocks (no two tasks ever write one chunk);
 4. the client commits the version: one atomic switch of the store's head.
@@ -210,19 +214,39 @@ def _to_global(chunk: DocChunk, index: dict[str, int], V: int) -> tuple[sp.csr_m
     return H, oov
 
 
-def _pieces(Hu: sp.csr_matrix, grid: _Grid) -> tuple[list[Any], np.ndarray]:
-    """The partition's Hᵀ W H cut into the grid's groups (CSR, None where empty), and the
-    exact diagonal Σ_d (h_i² − h_i) w_d (V,). The pieces' own diagonal entries are Σ_d h_i² w_d;
-    the block writer replaces them by the exact values, so the hot path never touches them."""
-    Hu, Hw, diag = _weighted(Hu)
-    Hc, Hwc = Hu.tocsc(), Hw.tocsc()
-    pieces: list[Any] = []
-    for i, g in grid.groups:
-        r0, r1 = grid.rows(i)
-        c0, c1 = grid.cols(g)
-        piece = (Hc[:, r0:r1].T.tocsr() @ Hwc[:, c0:c1]).tocsr()
-        pieces.append(piece if piece.nnz else None)
-    return pieces, diag
+@dataclass
+class _Part:
+    """One partition's documents, ready for the accumulation links: Hu (n×V CSR, sorted
+    column indices, documents with n >= 2 only) and the weights w_d = 1/(n_d(n_d − 1))."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    w: np.ndarray
+    V: int
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indices.size)
+
+    def csr(self, weighted: bool = False) -> sp.csr_matrix:
+        data = self.data * np.repeat(self.w, np.diff(self.indptr)) if weighted else self.data
+        return sp.csr_matrix((data, self.indices, self.indptr), shape=(self.w.size, self.V))
+
+
+def _make_part(Hu: sp.csr_matrix) -> tuple[_Part, np.ndarray]:
+    """The partition's documents and the exact diagonal Σ_d (h_i² − h_i) w_d (V,). Diagonal
+    entries the links add are Σ_d h_i² w_d; the block writer replaces them by the exact values,
+    so the hot path never touches them."""
+    Hu = sp.csr_matrix(Hu, dtype=np.float64)
+    Hu.sum_duplicates()
+    Hu.sort_indices()
+    Hu, _, diag = _weighted(Hu)
+    nu = np.asarray(Hu.sum(axis=1)).ravel()
+    w = 1.0 / (nu * (nu - 1.0))
+    part = _Part(Hu.indptr.astype(np.int64), Hu.indices.astype(np.int32), Hu.data, w,
+                 Hu.shape[1])
+    return part, diag
 
 
 def _partition_partial(
@@ -258,10 +282,10 @@ def _partition_partial(
         if Hu.shape[0]:
             blocks.append(Hu)
     if not blocks:
-        return [([None] * len(grid.groups), stats)]
-    pieces, diag = _pieces(sp.vstack(blocks, format="csr"), grid)
+        return [(None, stats)]
+    part, diag = _make_part(sp.vstack(blocks, format="csr"))
     stats.diag += diag
-    return [(pieces, stats)]
+    return [(part, stats)]
 
 
 try:  # scipy's kernel behind toarray(): adds a CSR matrix into a dense array, no allocation
@@ -318,25 +342,58 @@ def _add_piece(acc: Any, piece: Any) -> Any:
     return total
 
 
-def _piece_of(partition: list[tuple[list[Any], _Stats]], g: int) -> Any:
-    """Group ``g``'s piece of a partition's output (its own task, so that a reduction leaf
-    fetches only the pieces it sums)."""
-    return partition[0][0][g]
+def _part_of(partition: list[tuple[_Part | None, _Stats]]) -> _Part | None:
+    """A partition's documents (its own task, so that links fetch only what they use)."""
+    return partition[0][0]
 
 
-def _stats_of(partition: list[tuple[list[Any], _Stats]]) -> _Stats:
+def _stats_of(partition: list[tuple[_Part | None, _Stats]]) -> _Stats:
     return partition[0][1]
 
 
-def _accumulate_piece(acc: Any, piece: Any, *tickets: None) -> tuple[Any, None]:
-    """One link of a group's accumulation chain: ``acc`` (the previous link's result, which
-    only this link consumes) plus a partition's piece, in place when ``acc`` is dense.
+def _group_product(part: _Part, r0: int, r1: int, c0: int, c1: int) -> sp.csr_matrix:
+    """Rows r0:r1, columns c0:c1 of the partition's Hᵀ W H, as a sparse matrix (scipy)."""
+    Hc = part.csr().tocsc()
+    Hwc = part.csr(weighted=True).tocsc()
+    return (Hc[:, r0:r1].T.tocsr() @ Hwc[:, c0:c1]).tocsr()
 
-    In-place is safe here: a link's input is read by no other task, and a failed link aborts
-    the whole round (nothing is written), so nothing can be counted twice. ``tickets`` are
-    the empty second outputs of other links: dependencies that only order the work.
-    Returns ``(sum, None)``; the None is this link's ticket."""
+
+def _accumulate_piece(
+    acc: Any, part: _Part | None, bounds: tuple[int, int, int, int], *tickets: None
+) -> tuple[Any, None]:
+    """One link of a group's accumulation chain: ``acc`` (the previous link's result, which
+    only this link consumes) plus the partition's contribution to the group's rectangle
+    ``bounds = (r0, r1, c0, c1)`` of Q.
+
+    A dense running sum takes the contribution in place, straight from the documents (the
+    compiled pair kernel: no intermediate sparse product). A sparse running sum (a group whose
+    part of Q is still mostly empty) adds scipy's sparse product and turns dense past
+    ``DENSE_FRACTION``; a group whose first partition already fills a quarter of it starts
+    dense. In-place is safe: a link's input is read by no other task, and a failed link aborts
+    the whole round (nothing is written), so nothing can be counted twice. ``tickets`` only
+    order the work. Returns ``(sum, None)``; the None is this link's ticket."""
+    if part is None or part.nnz == 0:
+        return acc, None
+    from ._kernels import add_pairs_dense, count_pairs
+
+    r0, r1, c0, c1 = bounds
+    area = (r1 - r0) * (c1 - c0)
+    if acc is None and count_pairs(part.indptr, part.indices, r0, r1, c0, c1) > (
+        DENSE_FRACTION * area
+    ):
+        acc = np.zeros((r1 - r0, c1 - c0))
+    if isinstance(acc, np.ndarray):
+        add_pairs_dense(acc, part.indptr, part.indices, part.data, part.w, r0, r1, c0, c1)
+        return acc, None
+    piece = _group_product(part, r0, r1, c0, c1)
+    if piece.nnz == 0:
+        return acc, None
     return _add_piece(acc, piece), None
+
+
+def _barrier(*tickets: None) -> None:
+    """Empty task: done when every link of a round is done."""
+    return None
 
 
 def _sum_stats(*stats: _Stats) -> _Stats:
@@ -387,24 +444,30 @@ def _write_group(
     return out
 
 
-def _chains(pieces: list[list[Any]]) -> list[Any]:
-    """Sum each group's pieces along a linear chain of tasks, the chains in lockstep.
+def _chains(parts: list[Any], grid: _Grid) -> list[Any]:
+    """Sum each group's contributions along a linear chain of tasks, rounds in step.
 
-    ``pieces[g][k]`` is partition k's piece of group g. Link (k, g) adds it into group g's
-    running sum and also waits for the (empty) ticket of link (k, g−1), so that all groups
-    take partition k before any takes partition k+1: memory holds one running sum per group
-    plus the partitions in flight, however many partitions there are, and no running sum
-    ever moves to another group's worker. Returns the final sum of each group.
+    Link (k, g) adds partition k into group g's running sum. The links of one round run in
+    parallel; a link of round k also waits for the barrier of round k − 2 (every link of that
+    round done), so that the chains stay within two rounds of each other: memory holds one
+    running sum per group plus a few partitions' documents, however many partitions there
+    are, and no running sum ever moves to another group's worker. Returns the final sum of
+    each group.
     """
     from dask import delayed
 
     link = delayed(_accumulate_piece, pure=True, nout=2)
-    accs: list[Any] = [None] * len(pieces)
-    ticket: Any = None
-    for k in range(len(pieces[0])):
-        for g in range(len(pieces)):
-            extra = () if ticket is None else (ticket,)
-            accs[g], ticket = link(accs[g], pieces[g][k], *extra)
+    barrier = delayed(_barrier, pure=True)
+    bounds = [(*grid.rows(i), *grid.cols(g)) for i, g in grid.groups]
+    accs: list[Any] = [None] * len(bounds)
+    barriers: list[Any] = []
+    for k, part in enumerate(parts):
+        extra = (barriers[k - 2],) if k >= 2 else ()
+        tickets = []
+        for g, b in enumerate(bounds):
+            accs[g], t = link(accs[g], part, b, *extra)
+            tickets.append(t)
+        barriers.append(barrier(*tickets))
     return accs
 
 
@@ -536,6 +599,7 @@ def ingest(
     chunk_size: int | None = None,
     progress: bool = True,
     client: Any = None,
+    strip_headers: bool = False,
 ) -> IngestReport:
     """Add a corpus to a co-occurrence store, creating the store if needed.
 
@@ -552,7 +616,7 @@ def ingest(
     inputs : paths, globs, directories, or a :class:`~streamtopic.corpus.Corpus`
     store : path
         The store directory.
-    format, vocab, text_field, blocksize
+    format, vocab, text_field, blocksize, strip_headers
         See :func:`streamtopic.corpus.read_corpus`. For a new store, ``vocab`` also fixes the
         store's vocabulary (no pruning).
     min_df, max_df, keep_n
@@ -589,7 +653,7 @@ def ingest(
                 inputs, store, format=format, vocab=vocab, min_df=min_df, max_df=max_df,
                 keep_n=keep_n, stop_words=stop_words, tokenizer=tokenizer,
                 text_field=text_field, skip_existing=skip_existing, blocksize=blocksize,
-                chunk_size=chunk_size, progress=progress,
+                chunk_size=chunk_size, progress=progress, strip_headers=strip_headers,
             )
     t0 = time.perf_counter()
     store_path = os.path.abspath(os.fspath(store))
@@ -611,7 +675,7 @@ def ingest(
     else:
         corpus = read_corpus(
             inputs, format=format, vocab=vocab, text_field=text_field,
-            tokenizer=tokenizer, blocksize=blocksize,
+            tokenizer=tokenizer, blocksize=blocksize, strip_headers=strip_headers,
         )
 
     # --- which inputs are new
@@ -777,10 +841,7 @@ def _accumulate(
     try:
         head_bv = store.block_versions
         writes = []
-        totals = _chains([
-            [delayed(_piece_of, pure=True)(p, gidx) for p in parts]
-            for gidx in range(len(grid.groups))
-        ])
+        totals = _chains([delayed(_part_of, pure=True)(p) for p in parts], grid)
         stats_d = _tree(_sum_stats, [delayed(_stats_of, pure=True)(p) for p in parts])
         for (i, g), total in zip(grid.groups, totals):
             old = np.array([head_bv[i, j] for j in grid.blocks(g)], dtype=np.int64)
@@ -802,7 +863,7 @@ def _accumulate(
             ps = stats.per_source.get(src.path, {})
             entries.append({
                 "path": src.path, "sha256": h, "format": src.format, "bytes": src.size,
-                "vocab_path": src.vocab_path,
+                "vocab_path": src.vocab_path, "strip_headers": src.strip_headers,
                 "n_docs": int(ps.get("docs", 0)), "n_tokens": int(ps.get("tokens", 0)),
                 "n_oov_tokens": int(ps.get("oov", 0)),
                 "ingested_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

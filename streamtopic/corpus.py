@@ -18,6 +18,11 @@ Formats
 ``hdf5``
     CSR datasets ``indptr``, ``indices``, ``data`` and a ``vocab`` dataset (see :func:`convert`).
 
+Headers: with ``strip_headers=True`` the one-document-per-file readers (``files``: directory
+trees and tar archives) drop each file's leading header block (e-mail/news headers such as
+From/Subject/Organization/Lines) up to and including the first empty line. A file without an
+empty line is kept whole. Other formats ignore the option.
+
 Decoding policy: text is UTF-8. Undecodable bytes are replaced by U+FFFD, which never forms part
 of a token, and counted (``DocChunk.n_replaced``; reported by ``ingest`` and kept in the store).
 """
@@ -29,9 +34,9 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import sys
 import tarfile
-import warnings
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -149,12 +154,15 @@ class Source:
     """One input of a corpus: a file, a directory of documents or an archive.
 
     ``vocab_path`` is the UCI vocabulary that maps ids to terms (UCI only).
+    ``strip_headers``: drop each document's leading header block (``files`` only; see
+    :func:`read_corpus`).
     """
 
     path: str
     format: str
     size: int
     vocab_path: str | None = None
+    strip_headers: bool = False
 
     def content_hash(self) -> str:
         """SHA-256 of the content (of every file, in order, for a directory; of the docword
@@ -594,6 +602,16 @@ def _json_text(part: _Part, text: str, field_name: str, offset: int, i: int) -> 
     return value
 
 
+_HEADER_END = re.compile(rb"\A\r?\n|\n\r?\n")  # the first empty line (LF or CRLF)
+
+
+def _strip_header_block(raw: bytes) -> bytes:
+    """``raw`` without its leading header block: everything up to and including the first
+    empty line. Without an empty line, ``raw`` is returned whole (it has no header block)."""
+    m = _HEADER_END.search(raw)
+    return raw[m.end():] if m else raw
+
+
 def _read_files_part(part: _Part, tokenizer: Tokenizer) -> list[DocChunk]:
     src = part.source
     builder = _ChunkBuilder(src.path, part.first_doc)
@@ -601,7 +619,8 @@ def _read_files_part(part: _Part, tokenizer: Tokenizer) -> list[DocChunk]:
         names = _list_tree(src.path)[part.start : part.stop]
         for rel in names:
             with open(os.path.join(src.path, rel), "rb") as fh:
-                text, replaced = _decode(fh.read())
+                raw = fh.read()
+            text, replaced = _decode(_strip_header_block(raw) if src.strip_headers else raw)
             builder.add(tokenizer(text), replaced)
     else:
         members: tuple[tuple[int, int], ...] = part.opt("members", ())
@@ -609,7 +628,8 @@ def _read_files_part(part: _Part, tokenizer: Tokenizer) -> list[DocChunk]:
             base = members[0][0]
             raw = _read_range(src.path, base, members[-1][0] + members[-1][1])
             for off, size in members:
-                text, replaced = _decode(raw[off - base : off - base + size])
+                doc = raw[off - base : off - base + size]
+                text, replaced = _decode(_strip_header_block(doc) if src.strip_headers else doc)
                 builder.add(tokenizer(text), replaced)
     builder.flush()
     return builder.chunks
@@ -753,16 +773,21 @@ def _entry_line_starts(raw: bytes, n_entries: int) -> np.ndarray:
     return starts[keep]
 
 
+_DIGITS_AND_SPACE = re.compile(rb"[0-9 \t\r\n\f\v]*\Z")
+
+
 def _parse_ints(raw: bytes) -> np.ndarray | None:
-    """All whitespace-separated integers of ``raw``, or None if anything else is there
-    (numpy warns or raises on unmatched data, depending on its version)."""
+    """All whitespace-separated non-negative integers of ``raw``, or None if anything else is
+    there. The bytes are checked first (a C regex), so that numpy's parser never meets
+    unmatched data: its warning would need ``warnings.catch_warnings``, which is not safe in
+    threads."""
     if not raw.strip():
         return np.zeros(0, np.int64)
+    if _DIGITS_AND_SPACE.match(raw) is None:
+        return None
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            return np.fromstring(raw, dtype=np.int64, sep=" ")
-    except (ValueError, DeprecationWarning):
+        return np.fromstring(raw, dtype=np.int64, sep=" ")
+    except ValueError:
         return None
 
 
@@ -992,6 +1017,7 @@ def read_corpus(
     text_field: str = "text",
     tokenizer: Tokenizer | None = None,
     blocksize: int | None = None,
+    strip_headers: bool = False,
 ) -> Corpus:
     """Plan a corpus over files, globs and directories.
 
@@ -1011,6 +1037,11 @@ def read_corpus(
         Target bytes of (decompressed) input per partition. Default: 4 MiB, or less for a
         small corpus, so that there is about one partition per worker (each partition's
         partial sum is up to V×V, so fewer, fuller partitions are cheaper to reduce).
+    strip_headers : bool
+        One document per file (directory trees, tar archives) only: drop each document's
+        leading header block (e-mail/news headers) up to and including the first empty line
+        (LF or CRLF). A file with no empty line is kept whole. Recorded per source
+        (``Source.strip_headers``), and so in a store's manifest.
 
     Raises
     ------
@@ -1030,7 +1061,8 @@ def read_corpus(
             if os.path.isdir(path)
             else os.path.getsize(path)
         )
-        sources.append(Source(path, fmt, size, vocab_path))
+        strip = bool(strip_headers) and fmt == "files"
+        sources.append(Source(path, fmt, size, vocab_path, strip_headers=strip))
     if blocksize is None:
         from .cluster import n_workers
 
@@ -1231,3 +1263,22 @@ def split(
             )
         vocab = train.terms
     return {"n_train": n_train, "n_test": n_test, "vocab_size": len(vocab)}
+
+
+def recorded_corpus(store: Any) -> Corpus | None:
+    """One corpus of a co-occurrence store's recorded inputs that still exist, each read with
+    its own format, UCI vocabulary and header stripping, and tokenised as the store was;
+    None if none of them exists any more."""
+    from .vocabulary import Tokenizer
+
+    cfg = store.config.get("tokenizer")
+    tokenizer = Tokenizer.from_config(cfg) if cfg else Tokenizer()
+    parts = [
+        read_corpus(s["path"], format=s.get("format", "auto"), vocab=s.get("vocab_path"),
+                    tokenizer=tokenizer, strip_headers=bool(s.get("strip_headers", False)))
+        for s in store.sources if os.path.exists(s["path"])
+    ]
+    if not parts:
+        return None
+    return Corpus([x for c in parts for x in c.sources], [x for c in parts for x in c.parts],
+                  tokenizer)

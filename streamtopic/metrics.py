@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "MatchedL1",
     "matched_l1",
+    "topic_topic_error",
     "top_word_ids",
     "codocument_frequency",
     "coherence",
@@ -97,6 +98,32 @@ def matched_l1(A_true: np.ndarray, A_hat: np.ndarray) -> MatchedL1:
     rows, cols = linear_sum_assignment(cost)
     per_topic = cost[rows, cols]
     return MatchedL1(float(per_topic.mean()), per_topic, cols)
+
+
+def topic_topic_error(R_true: np.ndarray, R_hat: np.ndarray, matching: np.ndarray) -> float:
+    """Entrywise L1 distance between a true and a learned topic-topic matrix, topics aligned.
+
+    Parameters
+    ----------
+    R_true : ndarray of shape (K, K)
+        The true E[θθᵀ] (sums to 1).
+    R_hat : ndarray of shape (K, K)
+        A learned ``topic_cooccurrence_``.
+    matching : ndarray of shape (K,)
+        ``matching[k]``: the learned topic matched to true topic k (from :func:`matched_l1`).
+
+    Returns
+    -------
+    float
+        Σ_kl |R_true[k, l] − R_hat[m_k, m_l]| (0 = identical, at most 2 for matrices summing
+        to 1).
+    """
+    R_true = np.asarray(R_true, dtype=np.float64)
+    R_hat = np.asarray(R_hat, dtype=np.float64)
+    if R_true.shape != R_hat.shape or R_true.ndim != 2 or R_true.shape[0] != R_true.shape[1]:
+        raise ValueError(f"R_true has shape {R_true.shape} but R_hat has {R_hat.shape}")
+    m = np.asarray(matching)
+    return float(np.abs(R_true - R_hat[np.ix_(m, m)]).sum())
 
 
 # ----------------------------------------------------------------------------- top words

@@ -26,14 +26,25 @@ from typing import Any
 
 import numpy as np
 
-from .anchors import default_anchor_min_df, find_anchors, sketch_sums
-from .recovery import RECOVER_METHODS, recover_original, solve_kl, solve_l2
+from .anchors import default_anchor_min_df, find_anchors, find_anchors_qr, sketch_sums
+from .recovery import (
+    RECOVER_METHODS,
+    recover_original,
+    solve_active_set,
+    solve_admm,
+    solve_kl,
+    solve_l2,
+)
 from .store import CooccurrenceStore, StoreError
 
-__all__ = ["AnchorTopicModel", "ModelError"]
+__all__ = ["AnchorTopicModel", "ModelError", "anchor_topic_cooccurrence"]
 
 MODEL_FORMAT = "streamtopic-model"
 EXACT_MAX_V = 8000  # exact (unprojected) anchors hold Q̄ densely: only for small V
+ANCHOR_METHODS = ("sketch", "qr")
+TOPIC_TOPIC_METHODS = ("pinv", "anchor")
+RECTIFY_METHODS = ("none", "ap", "dr")
+KERNEL_SOLVERS = {"l2": solve_l2, "admm": solve_admm, "activeset": solve_active_set}
 
 
 class ModelError(ValueError):
@@ -58,8 +69,33 @@ class AnchorTopicModel:
     ----------
     n_topics : int
         Number of topics K (>= 2).
-    recover : {'l2', 'kl', 'original'}
-        Recovery: RecoverL2 (kernel form), RecoverKL, or the original Recover.
+    recover : {'l2', 'kl', 'original', 'admm', 'activeset'}
+        Recovery: RecoverL2 (kernel form, accelerated projected gradient), RecoverKL, the
+        original Recover, or the same least squares as RecoverL2 solved by ADMM (the RAW
+        paper's choice) or by an exact active-set method.
+    rectify : {'none', 'ap', 'dr'}
+        Rectify Q before anchor finding (Lee et al.'s JSMF/RAW): alternating projection or
+        Douglas–Rachford onto rank-K PSD, normalised, non-negative matrices. The rectified Q
+        is written to its own array in the store (the raw Q is untouched) and reused by
+        later fits with the same settings.
+    rectify_iters : int
+        Rectification iterations (the paper: 5 often enough, 15–20 close to 150).
+    anchor_method : {'sketch', 'qr'}
+        FastAnchorWords on a random projection of Q̄ ('sketch'), or exact anchors by the
+        implicit pivoted QR of Q̄ ('qr'; K passes over Q when it does not fit
+        ``memory_budget``).
+    topic_topic : {'pinv', 'anchor'}
+        Topic-topic matrix: R = A† Q A†ᵀ ('pinv'), or the anchor formula
+        R = diag(1/A_S) Q_SS diag(1/A_S) with A_S the anchors' own topic probabilities
+        ('anchor', the RAW paper's; no pass over Q).
+    memory_budget : int
+        Bytes the in-memory fast paths may use (default 2 GiB): when a few dense V×V copies
+        fit, rectification, QR anchors and the passes over Q run on Q held in memory (local
+        runs only); beyond it every stage works block by block over the store.
+    refine_passes : int
+        EM passes over the training corpus after the spectral fit (0: none), started from the
+        anchor-word topics (see :mod:`streamtopic.refinement`). They raise the likelihood of
+        the documents; the corpus is read from the inputs recorded in the store.
     sketch_dim : int
         Dimension d of the random projection used to find anchors (``min(d, V)``).
     anchor_min_df : int, optional
@@ -89,7 +125,7 @@ class AnchorTopicModel:
     topic_prevalence_ : ndarray of shape (K,)
         p(z).
     topic_cooccurrence_ : ndarray of shape (K, K)
-        R = A† Q A†ᵀ, the topic-topic co-occurrence.
+        R, the topic-topic co-occurrence (sums to 1), by ``topic_topic``.
     vocab_ : list of str
         The V words.
     n_converged_ : int
@@ -103,6 +139,12 @@ class AnchorTopicModel:
         n_topics: int = 20,
         *,
         recover: str = "l2",
+        rectify: str = "none",
+        rectify_iters: int = 15,
+        anchor_method: str = "sketch",
+        topic_topic: str = "pinv",
+        memory_budget: int = 2 * 2**30,
+        refine_passes: int = 0,
         sketch_dim: int = 1000,
         anchor_min_df: int | None = None,
         exact_anchors: bool = False,
@@ -115,6 +157,12 @@ class AnchorTopicModel:
     ) -> None:
         self.n_topics = n_topics
         self.recover = recover
+        self.rectify = rectify
+        self.rectify_iters = rectify_iters
+        self.anchor_method = anchor_method
+        self.topic_topic = topic_topic
+        self.memory_budget = memory_budget
+        self.refine_passes = refine_passes
         self.sketch_dim = sketch_dim
         self.anchor_min_df = anchor_min_df
         self.exact_anchors = exact_anchors
@@ -132,7 +180,8 @@ class AnchorTopicModel:
         return {
             k: getattr(self, k)
             for k in (
-                "n_topics", "recover", "sketch_dim", "anchor_min_df", "exact_anchors", "cleanup",
+                "n_topics", "recover", "rectify", "rectify_iters", "anchor_method",
+                "topic_topic", "memory_budget", "refine_passes", "sketch_dim", "anchor_min_df", "exact_anchors", "cleanup",
                 "tol", "max_iter", "block_rows", "seed", "progress",
             )
         }
@@ -151,6 +200,23 @@ class AnchorTopicModel:
             raise ValueError(f"n_topics={K!r}: must be an integer >= 2")
         if self.recover not in RECOVER_METHODS:
             raise ValueError(f"recover={self.recover!r}: expected one of {', '.join(RECOVER_METHODS)}")
+        for name, allowed in (("rectify", RECTIFY_METHODS), ("anchor_method", ANCHOR_METHODS),
+                              ("topic_topic", TOPIC_TOPIC_METHODS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"{name}={getattr(self, name)!r}: expected one of {', '.join(allowed)}"
+                )
+        it = self.rectify_iters
+        if not isinstance(it, (int, np.integer)) or isinstance(it, bool) or it < 1:
+            raise ValueError(f"rectify_iters={it!r}: must be an integer >= 1")
+        rp = self.refine_passes
+        if not isinstance(rp, (int, np.integer)) or isinstance(rp, bool) or rp < 0:
+            raise ValueError(f"refine_passes={rp!r}: must be an integer >= 0")
+        if not isinstance(self.memory_budget, (int, np.integer)) or self.memory_budget < 1:
+            raise ValueError(f"memory_budget={self.memory_budget!r}: must be a positive int")
+        if self.exact_anchors and self.anchor_method == "qr":
+            raise ValueError("exact_anchors and anchor_method='qr' are two exact methods; "
+                             "choose one")
         if not isinstance(self.sketch_dim, (int, np.integer)) or self.sketch_dim < 1:
             raise ValueError(f"sketch_dim={self.sketch_dim!r}: must be a positive integer")
         if self.anchor_min_df is not None and (
@@ -198,26 +264,64 @@ class AnchorTopicModel:
         scratch = os.path.join(store.path, ".scratch", f"fit-{uuid.uuid4().hex[:12]}")
         os.makedirs(scratch)
         seconds: dict[str, float] = {}
+        rect_info: dict[str, Any] | None = None
         try:
             Q = store.Q
+            if self.rectify != "none":
+                t0 = time.perf_counter()
+                Q, rect_info = self._rectified(store, scratch)
+                seconds["rectify"] = time.perf_counter() - t0
+
+            Q = self._maybe_in_memory(Q)
             t0 = time.perf_counter()
-            p, norms, X_points = self._sketch(Q, scratch)
+            if self.anchor_method == "qr":
+                p, norms = self._row_stats(Q)
+                X_points = None
+            else:
+                p, norms, X_points = self._sketch(Q, scratch)
             seconds["sketch"] = time.perf_counter() - t0
 
             t0 = time.perf_counter()
             candidates = self._candidates(store, p)
-            res = find_anchors(X_points, K, candidates, cleanup=self.cleanup)
+            if self.anchor_method == "qr":
+                res = find_anchors_qr(Q, p, K, candidates, norms=norms,
+                                      memory_budget=int(self.memory_budget),
+                                      progress=self.progress)
+            else:
+                res = find_anchors(X_points, K, candidates, cleanup=self.cleanup)
             del X_points
             anchors = res.anchors
             seconds["anchors"] = time.perf_counter() - t0
 
             t0 = time.perf_counter()
-            A, prevalence, solver = self._recover(Q, p, norms, anchors, scratch)
+            A, prevalence, solver, Q_SS = self._recover(Q, p, norms, anchors, scratch)
             seconds["recovery"] = time.perf_counter() - t0
 
             t0 = time.perf_counter()
-            R = self._topic_cooccurrence(Q, A, scratch)
+            if self.topic_topic == "anchor":
+                R = anchor_topic_cooccurrence(A, anchors, Q_SS)
+            else:
+                R = self._topic_cooccurrence(Q, A, scratch)
             seconds["topic_cooccurrence"] = time.perf_counter() - t0
+
+            refined = None
+            if self.refine_passes:
+                from .corpus import recorded_corpus
+                from .refinement import refine_topics
+
+                corpus = recorded_corpus(store)
+                if corpus is None:
+                    raise ModelError(
+                        f"refine_passes={self.refine_passes}: none of the inputs recorded in "
+                        f"{store.path} exists any more; refinement reads the training corpus"
+                    )
+                t0 = time.perf_counter()
+                refined = refine_topics(A.T, corpus, list(store.vocab),
+                                        passes=int(self.refine_passes), scratch=scratch,
+                                        progress=self.progress)
+                A = refined.components.T
+                prevalence = refined.prevalence
+                seconds["refine"] = time.perf_counter() - t0
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
             try:
@@ -243,9 +347,73 @@ class AnchorTopicModel:
             "n_candidates": int(candidates.size),
             "anchor_min_df": int(self._min_df_used),
             "solver": solver,
+            "rectification": rect_info,
+            "refinement": None if refined is None else {
+                "passes": int(self.refine_passes),
+                "loglik_per_token": refined.loglik_per_token,
+                "seconds": refined.seconds,
+            },
+            "topic_topic": self.topic_topic,
             "store": {"path": store.path, "version": store.version, "n_docs": store.n_docs},
         }
         return self
+
+    def _rectified(self, store: CooccurrenceStore, scratch: str) -> tuple[Any, dict[str, Any]]:
+        """The rectified Q (V×V dask array over its own zarr array in the store), computed
+        once per store version and settings and reused by later fits."""
+        import dask.array as da
+
+        from .rectification import rectify
+
+        K = int(self.n_topics)
+        key = (f"v{store.version:06d}-K{K}-{self.rectify}-{int(self.rectify_iters)}"
+               f"-seed{self.seed if self.seed is not None else 'none'}")
+        root = os.path.join(store.path, "rectified")
+        path = os.path.join(root, key)
+        info: dict[str, Any] = {"method": self.rectify, "iterations": int(self.rectify_iters),
+                                "path": path}
+        if os.path.exists(os.path.join(path, "zarr.json")):
+            info["reused"] = True
+        else:
+            os.makedirs(root, exist_ok=True)
+            for old in os.listdir(root):  # arrays of older versions of the store
+                if not old.startswith(f"v{store.version:06d}-"):
+                    shutil.rmtree(os.path.join(root, old), ignore_errors=True)
+            res = rectify(store.Q, K, path, method=self.rectify, n_iter=int(self.rectify_iters),
+                          seed=self.seed if self.seed is not None else 0,
+                          memory_budget=int(self.memory_budget),
+                          scratch=os.path.join(scratch, "rectify"), progress=self.progress)
+            info.update(reused=False, movement=[float(m) for m in res.movement],
+                        seconds=[float(t) for t in res.seconds], in_memory=bool(res.in_memory),
+                        eigenvalues=np.asarray(res.eigenvalues).tolist())
+        self._q_bytes = _disk_bytes(path)
+        return da.from_zarr(path), info
+
+    def _maybe_in_memory(self, Q: Any) -> Any:
+        """Q read once into memory (as a dask array over a numpy array) when three dense V×V
+        copies fit ``memory_budget`` and no distributed cluster runs the fit (a cluster's
+        workers read the store instead: nothing of size V×V goes through its scheduler).
+        Every later pass then costs arithmetic only, not reading and decompressing Q."""
+        import dask.array as da
+
+        from .cluster import compute, current_client
+
+        V = Q.shape[0]
+        if current_client() is not None or 3 * 8 * V * V > int(self.memory_budget):
+            return Q
+        (Qm,) = compute(Q, progress=self.progress, label="load Q", bytes_read=self._q_bytes)
+        self._q_bytes = 0
+        return da.from_array(np.ascontiguousarray(Qm), chunks=Q.chunks)
+
+    def _row_stats(self, Q: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Row sums p (V,) and squared row norms of Q̄ (V,), in one pass over Q."""
+        from .cluster import compute
+
+        s, sq = compute(Q.sum(axis=1), (Q * Q).sum(axis=1), progress=self.progress,
+                        label="row sums", bytes_read=self._q_bytes)
+        p = np.asarray(s, dtype=np.float64)
+        inv = _inverse(p)
+        return p, np.asarray(sq, dtype=np.float64) * inv * inv
 
     def _sketch(self, Q: Any, scratch: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Row sums p (V,), squared row norms of Q̄ (V,), and the points anchors are chosen
@@ -302,7 +470,8 @@ class AnchorTopicModel:
 
     def _recover(
         self, Q: Any, p: np.ndarray, norms: np.ndarray, anchors: np.ndarray, scratch: str
-    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any], np.ndarray]:
+        """A (V×K), p(z) (K,), solver statistics, and Q_SS (K×K, the anchors' entries of Q)."""
         import dask.array as da
         import zarr
 
@@ -318,6 +487,8 @@ class AnchorTopicModel:
         compute(da.to_zarr(Q[:, S].rechunk((c, K)), ypath, compute=False, overwrite=True),
                 progress=self.progress, label="anchor rows", bytes_read=self._q_bytes)
         Y = da.from_zarr(ypath)[:, back]  # V×K, anchors in the model's order
+        Q_SS = zarr.open_array(ypath, mode="r").get_orthogonal_selection(
+            (anchors, slice(None)))[:, back]
         inv_S = inv[anchors]
         method = self.recover
         if method == "original":
@@ -332,14 +503,16 @@ class AnchorTopicModel:
             prevalence = w / w.sum() if w.sum() > 0 else np.full(K, 1.0 / K)
             n_fit = int((p > 0).sum())
             return A, prevalence, {"method": "original", "converged": n_fit, "fitted": n_fit,
-                                   "max_gap": 0.0}
+                                   "max_gap": 0.0}, Q_SS
         tol = self.tol
         max_iter = self.max_iter
         inv_d = da.from_array(inv, chunks=(Q.chunks[0],))
-        rows = self._rows_per_block(V, c, K if method == "l2" else V)
-        if method == "l2":
-            tol = 1e-7 if tol is None else tol
-            max_iter = 5000 if max_iter is None else max_iter
+        width = {"activeset": (K + 1) ** 2}.get(method, K if method in KERNEL_SOLVERS else V)
+        rows = self._rows_per_block(V, c, width)
+        if method in KERNEL_SOLVERS:
+            tol = (1e-10 if method == "activeset" else 1e-7) if tol is None else tol
+            if max_iter is None:
+                max_iter = 3 * K + 10 if method == "activeset" else 5000
             # K×K Gram of the anchor rows of Q̄, formed on the workers from the scratch Y
             (YtY,) = compute(Y.T @ Y, progress=False, label="anchor Gram")
             G = np.asarray(YtY) * np.outer(inv_S, inv_S)
@@ -348,7 +521,7 @@ class AnchorTopicModel:
             out = da.blockwise(
                 _l2_block, "ik", B, "ik", norms_d, "i",
                 dtype=np.float64, concatenate=True, adjust_chunks={"k": K + 2},
-                G=G, tol=tol, max_iter=max_iter,
+                G=G, tol=tol, max_iter=max_iter, method=method,
             )
         else:
             tol = 1e-6 if tol is None else tol
@@ -378,7 +551,7 @@ class AnchorTopicModel:
             "fitted": int(fitted.sum()),
             "max_gap": float(gap[fitted].max()) if fitted.any() else 0.0,
         }
-        return A, prevalence, solver
+        return A, prevalence, solver, Q_SS
 
     def _topic_cooccurrence(self, Q: Any, A: np.ndarray, scratch: str) -> np.ndarray:
         """R = A† Q A†ᵀ with A† = (AᵀA)⁻¹Aᵀ; Aᵀ Q A is computed blockwise from the store."""
@@ -572,10 +745,46 @@ def _inverse(p: np.ndarray) -> np.ndarray:
     return np.where(p > 0, 1.0 / np.where(p > 0, p, 1.0), 0.0)
 
 
+def _disk_bytes(path: str) -> int:
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        total += sum(os.path.getsize(os.path.join(dirpath, f)) for f in files)
+    return total
+
+
+def anchor_topic_cooccurrence(A: np.ndarray, anchors: np.ndarray, Q_SS: np.ndarray) -> np.ndarray:
+    """The anchor formula for the topic-topic matrix (Lee et al.): R = diag(1/a) Q_SS diag(1/a).
+
+    With Q = A R Aᵀ and anchor s_k occurring in topic k only, Q_SS = diag(a) R diag(a) where
+    a_k = A[s_k, k]; so R follows from the anchors' block of Q alone. Symmetrised and
+    normalised to sum 1.
+
+    Parameters
+    ----------
+    A : ndarray of shape (V, K)
+        Topic-word probabilities p(w | z) (columns sum to 1).
+    anchors : ndarray of shape (K,)
+        Anchor word of each topic.
+    Q_SS : ndarray of shape (K, K)
+        Q at the anchors' rows and columns, in the same order.
+
+    Returns
+    -------
+    ndarray of shape (K, K)
+    """
+    a = A[np.asarray(anchors), np.arange(A.shape[1])]
+    inv = _inverse(a)
+    R = inv[:, None] * np.asarray(Q_SS, dtype=np.float64) * inv[None, :]
+    R = 0.5 * (R + R.T)
+    total = R.sum()
+    return R / total if total > 0 else R
+
+
 def _l2_block(
-    B: np.ndarray, norms: np.ndarray, *, G: np.ndarray, tol: float, max_iter: int
+    B: np.ndarray, norms: np.ndarray, *, G: np.ndarray, tol: float, max_iter: int,
+    method: str = "l2",
 ) -> np.ndarray:
-    res = solve_l2(G, B, norms, tol=tol, max_iter=max_iter)
+    res = KERNEL_SOLVERS[method](G, B, norms, tol=tol, max_iter=max_iter)
     return np.column_stack([res.C, res.converged.astype(np.float64), res.gap])
 
 

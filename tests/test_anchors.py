@@ -1,11 +1,20 @@
-"""FastAnchorWords and the sketch."""
+"""FastAnchorWords, the sketch, and exact anchors by implicit pivoted QR."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.linalg
+import scipy.sparse as sp
 
-from streamtopic.anchors import _cleanup_sweep, find_anchors, projection_block
+import streamtopic as st
+from streamtopic import synth
+from streamtopic.anchors import (
+    _cleanup_sweep,
+    find_anchors,
+    find_anchors_qr,
+    projection_block,
+)
 
 
 def _simplex_points(seed, K=6, d=30, n=400):
@@ -86,3 +95,97 @@ def test_sparse_projection_is_seeded_and_isotropic():
     assert abs(np.diag(G).mean() - 1.0) < 0.05
     assert np.abs(G - np.diag(np.diag(G))).max() < 0.6
     assert a.nnz < 0.02 * a.shape[0] * a.shape[1]  # very sparse: density 1/√V
+
+
+# ------------------------------------------------------------ exact anchors: implicit QR
+
+
+def _planted(V=500, K=10):
+    A, anchors = synth.dirichlet_topics_with_anchors(V, K, beta=0.05, seed=0)
+    return synth.population_cooccurrence(A, 0.1), anchors
+
+
+def _noisy(V, K, seed=1, scale=1e-5):
+    """A population Q plus a small symmetric non-negative perturbation (full rank)."""
+    Q, _ = _planted(V, K)
+    E = np.random.default_rng(seed).random((V, V)) * scale
+    return Q + 0.5 * (E + E.T)
+
+
+def test_qr_recovers_the_planted_anchors():
+    Q, anchors = _planted()
+    res = find_anchors_qr(Q, Q.sum(axis=1), 10, np.arange(500))
+    assert sorted(res.anchors.tolist()) == sorted(anchors.tolist())
+    assert (res.greedy == res.anchors).all() and res.changed == 0 and res.sweeps == 0
+    assert (res.distances > 0).all()
+
+
+def test_qr_blocked_path_matches_in_memory(tmp_path):
+    """K passes over the store's ragged blocks (300 = 4·64 + 44) give the in-memory result:
+    the same pivots, the same residual norms; so do Q loaded from the store and sparse Q."""
+    V, K = 300, 8
+    Q = _noisy(V, 6)
+    p = Q.sum(axis=1)
+    cand = np.arange(V)
+    store = st.CooccurrenceStore.from_array(
+        Q, synth.default_vocab(V), tmp_path / "q.zarr", n_docs=10**6, chunk_size=64
+    )
+    assert store.Q.chunks[0][-1] == 44
+    ref = find_anchors_qr(Q, p, K, cand)
+    blocked = find_anchors_qr(store.Q, p, K, cand, in_memory=False)
+    loaded = find_anchors_qr(store.Q, p, K, cand)  # small V: the default loads Q
+    sparse = find_anchors_qr(sp.csr_matrix(Q), p, K, cand)
+    norms = np.einsum("ij,ij->i", Q, Q) / (p * p)
+    given = find_anchors_qr(store.Q, p, K, cand, in_memory=False, norms=norms)
+    for res in (blocked, loaded, sparse, given):
+        assert res.anchors.tolist() == ref.anchors.tolist()
+        np.testing.assert_allclose(res.distances, ref.distances, rtol=0, atol=1e-10)
+
+
+def test_qr_pivots_are_scipy_column_pivots():
+    """An independent reference: LAPACK's column-pivoted QR of Q̄ᵀ restricted to the
+    candidate columns picks the same pivots, with |R_kk| the residual norms."""
+    V, K = 120, 6
+    Q = _noisy(V, 4, seed=3, scale=1e-3)
+    p = Q.sum(axis=1)
+    Qbar = Q / p[:, None]
+    cand = np.arange(0, V, 2)[::-1].copy()  # a subset, in no particular order
+    _, R, piv = scipy.linalg.qr(Qbar[cand].T, mode="economic", pivoting=True)
+    diag = np.abs(np.diag(R))
+    X = Qbar[cand]
+    for k in range(K):  # distinct residuals: every pick clearly beats the runner-up
+        B = X[piv[:k]].T
+        resid = X.T - B @ np.linalg.lstsq(B, X.T, rcond=None)[0] if k else X.T
+        r2 = np.sort(np.einsum("ij,ij->j", resid, resid))
+        assert r2[-1] - r2[-2] > 1e-3 * r2[-1]
+    res = find_anchors_qr(Q, p, K, cand)
+    assert res.anchors.tolist() == cand[piv[:K]].tolist()
+    np.testing.assert_allclose(res.distances, diag[:K], rtol=1e-8)
+
+
+def test_qr_is_the_exact_greedy_of_fastanchorwords():
+    """The QR pivots are FastAnchorWords' greedy pass on the exact rows of Q̄ (one kernel)."""
+    V = 300
+    Q = _noisy(V, 6, seed=2)
+    p = Q.sum(axis=1)
+    cand = np.flatnonzero(np.arange(V) % 3 != 0)
+    res = find_anchors_qr(Q, p, 8, cand)
+    fast = find_anchors(Q / p[:, None], 8, cand, cleanup=False)
+    assert res.anchors.tolist() == fast.greedy.tolist()
+
+
+def test_qr_candidates_restrict_the_choice_and_errors_name_the_problem():
+    Q, anchors = _planted()
+    p = Q.sum(axis=1)
+    cand = np.setdiff1d(np.arange(500), anchors[:5])  # half the planted anchors not allowed
+    res = find_anchors_qr(Q, p, 10, cand)
+    assert set(res.anchors.tolist()) <= set(cand.tolist())
+    assert set(anchors[5:].tolist()) <= set(res.anchors.tolist())
+    with pytest.raises(ValueError, match="exceeds the 3 anchor candidates"):
+        find_anchors_qr(Q, p, 5, np.arange(3))
+    with pytest.raises(ValueError, match="at least 2"):
+        find_anchors_qr(Q, p, 1, np.arange(500))
+    with pytest.raises(ValueError, match="only 10 affinely independent"):
+        find_anchors_qr(Q, p, 11, np.arange(500))  # population Q has rank 10
+    with pytest.raises(ValueError, match="dask array"):
+        find_anchors_qr(Q, p, 4, np.arange(500), in_memory=False)

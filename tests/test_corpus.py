@@ -102,3 +102,53 @@ def test_unknown_format_rejected(tmp_path):
     (tmp_path / "x.txt").write_text("a b\n")
     with pytest.raises(ValueError, match="format='nope'"):
         st.read_corpus(str(tmp_path / "x.txt"), format="nope")
+
+
+def test_strip_headers_drops_the_leading_header_block(tmp_path):
+    docs = {
+        "a": "From: alice@example.org\nSubject: hdrone\nLines: 2\n\nbody words\n\nmore body\n",
+        "b": "Organization: hdrtwo\r\nSubject: hdrthree\r\n\r\nbody crlf\r\n",
+        "c": "noblank line here\nsecond line words\n",  # no empty line: kept whole
+    }
+    src = tmp_path / "src"
+    (src / "grp").mkdir(parents=True)
+    for n, text in docs.items():
+        (src / "grp" / n).write_bytes(text.encode())
+    with tarfile.open(tmp_path / "t.tar.gz", "w:gz") as tf:
+        for n in docs:
+            tf.add(src / "grp" / n, arcname=f"train/grp/{n}")
+
+    def words(path, strip):
+        corpus = st.read_corpus(str(path), strip_headers=strip)
+        assert all(s.strip_headers == strip for s in corpus.sources)
+        out = []
+        for ch in corpus.iter_chunks():
+            for row in ch.counts:
+                out.append({ch.terms[i]: int(c) for i, c in zip(row.indices, row.data)})
+        return out
+
+    for path in (src, tmp_path / "t.tar.gz"):
+        kept = words(path, False)
+        assert "hdrone" in kept[0] and "alice" in kept[0] and "hdrthree" in kept[1]
+        a, b, c = words(path, True)
+        assert a == {"body": 2, "words": 1, "more": 1}  # an empty line in the body stays body
+        assert b == {"body": 1, "crlf": 1}
+        assert c == kept[2] and c["noblank"] == 1
+
+
+def test_strip_headers_recorded_and_reread(tmp_path):
+    from streamtopic.cli import _recorded_sources
+
+    d = tmp_path / "docs"
+    d.mkdir()
+    for i in range(4):
+        (d / f"m{i}").write_text(f"Subject: hdr{i}\n\nalpha beta gamma alpha beta\n")
+    st.ingest(str(d), str(tmp_path / "s.zarr"), min_df=1, max_df=1.0, progress=False,
+              strip_headers=True)
+    store = st.CooccurrenceStore.open(str(tmp_path / "s.zarr"))
+    assert sorted(store.vocab) == ["alpha", "beta", "gamma"]
+    assert store.sources[0]["strip_headers"] is True
+    (corpus,) = _recorded_sources(store)
+    assert [s.strip_headers for s in corpus.sources] == [True]
+    terms = {t for ch in corpus.iter_chunks() for t in ch.terms}
+    assert terms == {"alpha", "beta", "gamma"}

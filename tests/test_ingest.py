@@ -329,3 +329,36 @@ def test_convert_then_ingest_hdf5(shared_data, tmp_path):
     b = st.CooccurrenceStore.open(tmp_path / "u.zarr")
     assert a.vocab == b.vocab
     assert rel_err(a.Q_sum.compute(), b.Q_sum.compute()) <= 1e-12
+
+
+@pytest.mark.parametrize("bounds", [(0, 40, 0, 60), (13, 37, 5, 59), (40, 60, 0, 20)])
+def test_accumulation_links_dense_and_sparse_paths_agree(bounds):
+    """A chain link adds the partition's Σ_d w_d h_d h_dᵀ on its rectangle, whether its running
+    sum is dense (the compiled pair kernel) or sparse (scipy's product), in any order."""
+    from streamtopic.cooccurrence import _accumulate_piece, _make_part
+
+    rng = np.random.default_rng(3)
+    H = sp.random(200, 60, density=0.15, format="csr", random_state=4,
+                  data_rvs=lambda n: rng.integers(1, 4, n).astype(float))
+    H = H[np.asarray(H.sum(axis=1)).ravel() >= 2]
+    n = np.asarray(H.sum(axis=1)).ravel()
+    w = 1.0 / (n * (n - 1))
+    full = (H.T @ sp.diags(w) @ H).toarray()  # diagonal Σ h² w: the writer's to replace
+    r0, r1, c0, c1 = bounds
+    want = full[r0:r1, c0:c1]
+    # two partitions, shuffled columns within rows: the part sorts them
+    halves = [H[:100], H[100:]]
+    parts = [_make_part(h)[0] for h in halves]
+    dense, _ = _accumulate_piece(np.zeros((r1 - r0, c1 - c0)), parts[0], bounds)
+    dense, _ = _accumulate_piece(dense, parts[1], bounds)
+    np.testing.assert_allclose(dense, want, rtol=1e-13, atol=1e-16)
+    sparse = sp.csr_matrix((r1 - r0, c1 - c0))
+    for p in parts:
+        sparse, _ = _accumulate_piece(sparse, p, bounds)
+    got = sparse.toarray() if sp.issparse(sparse) else sparse
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-16)
+    # a fresh chain picks its path by the first partition's pair count
+    first, _ = _accumulate_piece(None, parts[0], bounds)
+    assert isinstance(first, np.ndarray)  # 15% dense documents fill the rectangle
+    empty, _ = _accumulate_piece(None, None, bounds)
+    assert empty is None

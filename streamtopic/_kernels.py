@@ -1,0 +1,206 @@
+"""Compiled inner loops (numba), released from the GIL so that threads run them in parallel.
+
+The co-occurrence sum over a batch of documents, Σ_d w_d h_d h_dᵀ restricted to a rectangle
+[r0, r1) × [c0, c1) of Q, costs one multiply-add per pair of (word, word) entries of a
+document that fall in the rectangle. Added straight into a dense running sum it needs no
+intermediate sparse matrix: scipy's sparse product spends most of its time building the
+output's structure, which a dense accumulator does not have. Compiled once per machine and
+cached beside the module (``cache=True``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["count_pairs", "add_pairs_dense"]
+
+
+@njit(nogil=True, cache=True)
+def _span(indices: np.ndarray, p0: int, p1: int, lo: int, hi: int) -> tuple[int, int]:
+    """Entries p0:p1 of a sorted row whose column lies in [lo, hi)."""
+    a = p0 + np.searchsorted(indices[p0:p1], lo)
+    b = p0 + np.searchsorted(indices[p0:p1], hi)
+    return a, b
+
+
+@njit(nogil=True, cache=True)
+def count_pairs(
+    indptr: np.ndarray, indices: np.ndarray, r0: int, r1: int, c0: int, c1: int
+) -> int:
+    """Number of (row entry, column entry) pairs of the documents in the rectangle: an upper
+    bound on the non-zeros their sum adds there.
+
+    Parameters
+    ----------
+    indptr : ndarray of int64, shape (n_docs + 1,)
+    indices : ndarray of int32, shape (nnz,)
+        CSR structure of the documents' counts, column indices sorted within each row.
+    r0, r1, c0, c1 : int
+        The rectangle [r0, r1) × [c0, c1) of Q.
+    """
+    total = 0
+    for d in range(indptr.size - 1):
+        p0, p1 = indptr[d], indptr[d + 1]
+        a0, a1 = _span(indices, p0, p1, r0, r1)
+        if a1 == a0:
+            continue
+        b0, b1 = _span(indices, p0, p1, c0, c1)
+        total += (a1 - a0) * (b1 - b0)
+    return total
+
+
+@njit(nogil=True, cache=True)
+def add_pairs_dense(
+    acc: np.ndarray,
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    data: np.ndarray,
+    w: np.ndarray,
+    r0: int,
+    r1: int,
+    c0: int,
+    c1: int,
+) -> None:
+    """acc += (Σ_d w_d h_d h_dᵀ)[r0:r1, c0:c1], in place.
+
+    Parameters
+    ----------
+    acc : ndarray of float64, shape (r1 − r0, c1 − c0), C-contiguous
+        Dense running sum of the rectangle.
+    indptr, indices : CSR structure (sorted column indices) of the documents' counts.
+    data : ndarray of float64, shape (nnz,)
+        The counts h_dw.
+    w : ndarray of float64, shape (n_docs,)
+        Document weights 1 / (n_d (n_d − 1)).
+    r0, r1, c0, c1 : int
+        The rectangle of Q that ``acc`` holds.
+    """
+    ncol = acc.shape[1]
+    flat = acc.reshape(-1)
+    cols = np.empty(256, np.int64)
+    vals = np.empty(256)
+    for d in range(indptr.size - 1):
+        p0, p1 = indptr[d], indptr[d + 1]
+        a0, a1 = _span(indices, p0, p1, r0, r1)
+        if a1 == a0:
+            continue
+        b0, b1 = _span(indices, p0, p1, c0, c1)
+        nb = b1 - b0
+        if nb > cols.size:
+            cols = np.empty(nb, np.int64)
+            vals = np.empty(nb)
+        for b in range(nb):  # the document's columns, local to the rectangle
+            cols[b] = indices[b0 + b] - c0
+            vals[b] = data[b0 + b]
+        wd = w[d]
+        for a in range(a0, a1):
+            base = (indices[a] - r0) * ncol
+            va = wd * data[a]
+            for b in range(nb):
+                # unsigned index: no negative-index wraparound test in the hot loop
+                flat[np.uint64(base + cols[b])] += va * vals[b]
+
+
+@njit(nogil=True, cache=True)
+def em_theta(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    data: np.ndarray,
+    beta_t: np.ndarray,
+    alpha: float,
+    tol: float,
+    max_iter: int,
+    theta: np.ndarray,
+) -> None:
+    """Topic proportions of each document with the topics fixed, by EM (in place).
+
+    θ_d ← (θ_d ⊙ Σ_w h_dw β_w / (θ_d·β_w) + α) / (n_d + Kα), from the uniform start, until no
+    entry moves more than ``tol`` or ``max_iter`` iterations; a MAP estimate under a
+    Dirichlet(1 + α) prior. Work is proportional to the documents' non-zeros, not to V.
+
+    Parameters
+    ----------
+    indptr, indices, data : CSR arrays of the counts (n_docs × V).
+    beta_t : ndarray of shape (V, K), C-contiguous
+        The topics, word-major (β transposed).
+    alpha : float
+        Pseudo-count per topic.
+    tol : float
+    max_iter : int
+    theta : ndarray of shape (n_docs, K)
+        Output.
+    """
+    K = beta_t.shape[1]
+    acc = np.empty(K)
+    for d in range(indptr.size - 1):
+        p0, p1 = indptr[d], indptr[d + 1]
+        nd = 0.0
+        for e in range(p0, p1):
+            nd += data[e]
+        th = theta[d]
+        for k in range(K):
+            th[k] = 1.0 / K
+        if nd == 0.0:
+            continue
+        for _ in range(max_iter):
+            for k in range(K):
+                acc[k] = 0.0
+            for e in range(p0, p1):
+                b = beta_t[indices[e]]
+                m = 0.0
+                for k in range(K):
+                    m += th[k] * b[k]
+                if m <= 1e-300:
+                    continue
+                r = data[e] / m
+                for k in range(K):
+                    acc[k] += r * b[k]
+            moved = 0.0
+            for k in range(K):
+                new = (th[k] * acc[k] + alpha) / (nd + K * alpha)
+                moved = max(moved, abs(new - th[k]))
+                th[k] = new
+            if moved < tol:
+                break
+
+
+@njit(nogil=True, cache=True)
+def em_expected_counts(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    data: np.ndarray,
+    beta_t: np.ndarray,
+    theta: np.ndarray,
+    out_t: np.ndarray,
+) -> float:
+    """Add Σ_d θ_dk h_dw / (θ_d·β_w) into ``out_t[w, k]`` (in place); returns Σ log(θ_d·β_w)
+    weighted by the counts (the documents' log-likelihood).
+
+    The expected topic-word counts of EM are then ``out_t ⊙ beta_t``.
+
+    Parameters
+    ----------
+    indptr, indices, data : CSR arrays of the counts (n_docs × V).
+    beta_t : ndarray of shape (V, K), C-contiguous
+    theta : ndarray of shape (n_docs, K)
+    out_t : ndarray of shape (V, K)
+    """
+    K = beta_t.shape[1]
+    loglik = 0.0
+    for d in range(indptr.size - 1):
+        th = theta[d]
+        for e in range(indptr[d], indptr[d + 1]):
+            w = indices[e]
+            b = beta_t[w]
+            m = 0.0
+            for k in range(K):
+                m += th[k] * b[k]
+            if m <= 1e-300:
+                continue
+            loglik += data[e] * np.log(m)
+            r = data[e] / m
+            o = out_t[w]
+            for k in range(K):
+                o[k] += r * th[k]
+    return loglik
