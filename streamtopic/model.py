@@ -265,6 +265,7 @@ class AnchorTopicModel:
         os.makedirs(scratch)
         seconds: dict[str, float] = {}
         rect_info: dict[str, Any] | None = None
+        self._in_memory_q = None
         try:
             Q = store.Q
             if self.rectify != "none":
@@ -382,12 +383,17 @@ class AnchorTopicModel:
             res = rectify(store.Q, K, path, method=self.rectify, n_iter=int(self.rectify_iters),
                           seed=self.seed if self.seed is not None else 0,
                           memory_budget=int(self.memory_budget),
-                          scratch=os.path.join(scratch, "rectify"), progress=self.progress)
+                          scratch=os.path.join(scratch, "rectify"), progress=self.progress,
+                          keep_array=self._fits_in_memory(store.V))
             info.update(reused=False, movement=[float(m) for m in res.movement],
                         seconds=[float(t) for t in res.seconds], in_memory=bool(res.in_memory),
                         eigenvalues=np.asarray(res.eigenvalues).tolist())
         self._q_bytes = _disk_bytes(path)
-        return da.from_zarr(path), info
+        Qr = da.from_zarr(path)
+        if not info["reused"] and res.array is not None:
+            self._in_memory_q = da.from_array(res.array, chunks=Qr.chunks)
+            del res
+        return Qr, info
 
     def _maybe_in_memory(self, Q: Any) -> Any:
         """Q read once into memory (as a dask array over a numpy array) when three dense V×V
@@ -396,14 +402,22 @@ class AnchorTopicModel:
         Every later pass then costs arithmetic only, not reading and decompressing Q."""
         import dask.array as da
 
-        from .cluster import compute, current_client
+        from .cluster import compute
 
-        V = Q.shape[0]
-        if current_client() is not None or 3 * 8 * V * V > int(self.memory_budget):
+        held = getattr(self, "_in_memory_q", None)
+        self._in_memory_q = None
+        if held is not None:
+            return held
+        if not self._fits_in_memory(Q.shape[0]):
             return Q
         (Qm,) = compute(Q, progress=self.progress, label="load Q", bytes_read=self._q_bytes)
         self._q_bytes = 0
         return da.from_array(np.ascontiguousarray(Qm), chunks=Q.chunks)
+
+    def _fits_in_memory(self, V: int) -> bool:
+        from .cluster import current_client
+
+        return current_client() is None and 3 * 8 * V * V <= int(self.memory_budget)
 
     def _row_stats(self, Q: Any) -> tuple[np.ndarray, np.ndarray]:
         """Row sums p (V,) and squared row norms of Q̄ (V,), in one pass over Q."""

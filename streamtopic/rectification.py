@@ -88,12 +88,13 @@ RECTIFY_METHODS = ("none", "ap", "dr")
 log = logging.getLogger("streamtopic")
 
 OVERSAMPLE = 10  # basis vectors of the eigensolver beyond K
-EIG_TOL = 1e-7  # relative residual of the Ritz pairs that ends an eigen step
+EIG_TOL = 1e-5  # relative residual of the Ritz pairs that ends an eigen step
 MAX_STEPS = 30  # passes per eigen step at most (warns when reached)
 MAX_BLOCKS = 8  # blocks of the Krylov basis before a restart
 KRYLOV_BYTES = 128 * 2**20  # client memory for the basis and its products
-DENSE_COPIES = 6  # V×V float64 arrays the in-memory path may hold at once
-DENSE_BLOCK = 256  # block size of the in-memory path's kernels (cache sized)
+DENSE_COPIES = 6  # V×V float64 arrays the in-memory path may hold at once (DR)
+AP_DENSE_COPIES = 3  # the same for AP: the input, the result and transient blocks
+DENSE_BLOCK = 1024  # block size of the in-memory path's tasks (rows panelled within)
 PANEL = 256  # rows of the panels a block is processed in (a few MB: cache sized)
 HIST_BINS = 4096  # bins of one histogram pass of the out-of-core simplex threshold
 GATHER_MAX = 1 << 16  # values gathered to the client to solve the threshold exactly
@@ -130,6 +131,8 @@ class RectifyResult:
         threshold and update passes).
     total_seconds : float
         Wall time of the whole call, reading Q and writing the result included.
+    array : ndarray of shape (V, V), optional
+        The result in memory (in-memory path with ``keep_array`` only).
     """
 
     method: str
@@ -141,6 +144,7 @@ class RectifyResult:
     path: str
     passes: list[int] = field(default_factory=list)
     total_seconds: float = 0.0
+    array: np.ndarray | None = None
 
 
 # ============================================================================ block kernels
@@ -1057,6 +1061,7 @@ def rectify(
     in_memory: bool | None = None,
     scratch: str | os.PathLike[str] | None = None,
     progress: bool = False,
+    keep_array: bool = False,
 ) -> RectifyResult:
     """Rectify a co-occurrence matrix and write the result to a zarr array.
 
@@ -1080,8 +1085,8 @@ def rectify(
     seed : int, Generator or None
         Seed of the starting basis of the eigensolver; equal seeds give equal results.
     memory_budget : int
-        Bytes the in-memory path may use; it runs when ``DENSE_COPIES`` (6) V×V float64
-        arrays fit.
+        Bytes the in-memory path may use; it runs when ``AP_DENSE_COPIES`` (3, AP) or
+        ``DENSE_COPIES`` (6, DR) V×V float64 arrays fit.
     in_memory : bool, optional
         Force the in-memory (True) or out-of-core (False) path; None chooses by
         ``memory_budget``.
@@ -1091,6 +1096,9 @@ def rectify(
         AP needs O(V·K) bytes there; out-of-core DR holds its iterate, two V×V arrays.
     progress : bool
         Show a progress bar for every pass (out of core).
+    keep_array : bool
+        In memory only: also return the result as ``RectifyResult.array`` (V×V), so that a
+        caller that works in memory need not read it back.
 
     Returns
     -------
@@ -1131,7 +1139,8 @@ def rectify(
     except (TypeError, ValueError) as exc:
         raise ValueError(f"seed={seed!r}: not a valid seed ({exc})") from None
     if in_memory is None:
-        in_memory = DENSE_COPIES * 8 * V * V <= memory_budget
+        copies = DENSE_COPIES if method == "dr" else AP_DENSE_COPIES
+        in_memory = copies * 8 * V * V <= memory_budget
     in_memory = bool(in_memory)
     if method == "none":
         n_iter = 0
@@ -1142,6 +1151,7 @@ def rectify(
     tmp = f"{out}.partial-{uuid.uuid4().hex[:8]}"
     run = _Run(method, n_iter, where)
     work = None
+    dense = None
     try:
         import zarr
 
@@ -1149,7 +1159,7 @@ def rectify(
                                 fill_value=0.0, compressors=None)
         del arr
         if in_memory:
-            _run_in_memory(Q, is_dask, K, method, n_iter, rng, run, tmp, progress)
+            dense = _run_in_memory(Q, is_dask, K, method, n_iter, rng, run, tmp, progress)
         else:
             base = scratch or parent
             work = os.path.join(base, f".rectify-scratch-{uuid.uuid4().hex[:12]}")
@@ -1182,6 +1192,7 @@ def rectify(
         method=method, n_iter=n_iter, movement=run.movement, seconds=run.seconds,
         eigenvalues=np.asarray(run.eigenvalues, dtype=np.float64), in_memory=in_memory,
         path=out, passes=run.passes, total_seconds=total,
+        array=dense if keep_array else None,
     )
 
 
@@ -1197,7 +1208,7 @@ def _n_threads() -> int:
 
 
 def _run_in_memory(Q: Any, is_dask: bool, K: int, method: str, n_iter: int,
-                   rng: np.random.Generator, run: _Run, tmp: str, progress: bool) -> None:
+                   rng: np.random.Generator, run: _Run, tmp: str, progress: bool) -> np.ndarray:
     import zarr
     from threadpoolctl import threadpool_limits
 
@@ -1227,7 +1238,14 @@ def _run_in_memory(Q: Any, is_dask: bool, K: int, method: str, n_iter: int,
         if not (total > 0 and math.isfinite(total)):
             raise ValueError(f"Q: cannot normalise the result (it sums to {total!r})")
         res *= 1.0 / total
-    zarr.open_array(tmp, mode="r+")[:] = res
+        # one writer per chunk, chunks written in parallel (no two tasks share a chunk)
+        arr = zarr.open_array(tmp, mode="r+")
+        c = arr.chunks[0]
+        V = res.shape[0]
+        chunks = [(_slice(i, c, V), _slice(j, c, V))
+                  for i in range(-(-V // c)) for j in range(-(-V // c))]
+        list(pool.map(lambda rq: arr.__setitem__(rq, res[rq]), chunks))
+    return res
 
 
 def _run_out_of_core(engine: _DaskEngine, K: int, method: str, n_iter: int,
