@@ -28,8 +28,8 @@ import numpy as np
 
 __all__ = ["RefineResult", "refine_topics"]
 
-ALPHA = 0.01  # θ pseudo-count per topic, as in the held-out scorer (streamtopic.inference)
-ETA = 0.01  # β pseudo-count per word
+ALPHA = 0.1  # θ pseudo-count per topic while training
+ETA = 0.1  # β pseudo-count per word (smooths rare words; 0.1 beat 0.01 on 20 Newsgroups)
 
 
 @dataclass
