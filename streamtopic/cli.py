@@ -436,7 +436,7 @@ def evaluate(
     import numpy as np
 
     from . import metrics
-    from .corpus import read_corpus
+    from .corpus import read_corpus, recorded_corpus
     from .inference import document_completion
     from .model import AnchorTopicModel
     from .store import CooccurrenceStore
@@ -448,7 +448,8 @@ def evaluate(
     if not refs:  # the training inputs, as the model's store recorded them
         store_path = model.diagnostics_.get("store", {}).get("path")
         if store_path and CooccurrenceStore.is_store(store_path):
-            refs = _recorded_sources(CooccurrenceStore.open(store_path))
+            recorded = recorded_corpus(CooccurrenceStore.open(store_path))
+            refs = [recorded] if recorded is not None else []
     all_inputs = [r for r in refs if isinstance(r, str)] + list(heldout_inputs)
     if strip_headers:
         all_inputs += list(corpus_inputs)
@@ -496,14 +497,6 @@ def evaluate(
     for k in range(len(words)):
         coh_k = f"{report['coherence']['per_topic'][k]:9.2f}" if "coherence" in report else ""
         click.echo(f"topic {k:3d} unique {unique[k]:2d} {coh_k}  {' '.join(words[k])}")
-
-
-def _recorded_sources(store: Any) -> list:
-    """The store's recorded inputs that still exist, as a one-element list (or [])."""
-    from .corpus import recorded_corpus
-
-    c = recorded_corpus(store)
-    return [c] if c is not None else []
 
 
 @main.command()

@@ -74,16 +74,22 @@ def document_cooccurrence(H: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
     return S, used
 
 
-def _weighted(Hu: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
-    """Hu, Hw = diag(w) Hu with w_d = 1/(n_d(n_d−1)), and the exact diagonal of Σ_d Q_d."""
+def _weights_and_diagonal(Hu: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+    """w_d = 1/(n_d(n_d−1)) (n_docs,), and the exact diagonal Σ_d (h_i² − h_i) w_d (V,)."""
     nu = np.asarray(Hu.sum(axis=1)).ravel()
     w = 1.0 / (nu * (nu - 1.0))
     per_entry = np.repeat(w, np.diff(Hu.indptr))
-    Hw = sp.csr_matrix((Hu.data * per_entry, Hu.indices, Hu.indptr), shape=Hu.shape)
-    # diagonal: Σ_d (h_i² − h_i) w_d, term by term (exact zeros stay zero)
-    Hd = sp.csr_matrix(((Hu.data * Hu.data - Hu.data) * per_entry, Hu.indices, Hu.indptr),
+    # term by term, so that exact zeros stay zero
+    diag = np.bincount(Hu.indices, weights=(Hu.data * Hu.data - Hu.data) * per_entry,
+                       minlength=Hu.shape[1])
+    return w, diag
+
+
+def _weighted(Hu: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
+    """Hu, Hw = diag(w) Hu, and the exact diagonal of Σ_d Q_d."""
+    w, diag = _weights_and_diagonal(Hu)
+    Hw = sp.csr_matrix((Hu.data * np.repeat(w, np.diff(Hu.indptr)), Hu.indices, Hu.indptr),
                        shape=Hu.shape)
-    diag = np.asarray(Hd.sum(axis=0)).ravel()
     return Hu, Hw, diag
 
 
@@ -241,9 +247,7 @@ def _make_part(Hu: sp.csr_matrix) -> tuple[_Part, np.ndarray]:
     Hu = sp.csr_matrix(Hu, dtype=np.float64)
     Hu.sum_duplicates()
     Hu.sort_indices()
-    Hu, _, diag = _weighted(Hu)
-    nu = np.asarray(Hu.sum(axis=1)).ravel()
-    w = 1.0 / (nu * (nu - 1.0))
+    w, diag = _weights_and_diagonal(Hu)
     part = _Part(Hu.indptr.astype(np.int64), Hu.indices.astype(np.int32), Hu.data, w,
                  Hu.shape[1])
     return part, diag

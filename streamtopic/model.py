@@ -273,7 +273,7 @@ class AnchorTopicModel:
                 Q, rect_info = self._rectified(store, scratch)
                 seconds["rectify"] = time.perf_counter() - t0
 
-            Q = self._maybe_in_memory(Q)
+            Q, Q_held = self._maybe_in_memory(Q)
             t0 = time.perf_counter()
             if self.anchor_method == "qr":
                 p, norms = self._row_stats(Q)
@@ -285,7 +285,8 @@ class AnchorTopicModel:
             t0 = time.perf_counter()
             candidates = self._candidates(store, p)
             if self.anchor_method == "qr":
-                res = find_anchors_qr(Q, p, K, candidates, norms=norms,
+                res = find_anchors_qr(Q if Q_held is None else Q_held, p, K, candidates,
+                                      norms=norms,
                                       memory_budget=int(self.memory_budget),
                                       progress=self.progress)
             else:
@@ -389,30 +390,31 @@ class AnchorTopicModel:
                         seconds=[float(t) for t in res.seconds], in_memory=bool(res.in_memory),
                         eigenvalues=np.asarray(res.eigenvalues).tolist())
         self._q_bytes = _disk_bytes(path)
-        Qr = da.from_zarr(path)
         if not info["reused"] and res.array is not None:
-            self._in_memory_q = da.from_array(res.array, chunks=Qr.chunks)
-            del res
-        return Qr, info
+            self._in_memory_q = res.array  # the fit need not read it back
+        return da.from_zarr(path), info
 
-    def _maybe_in_memory(self, Q: Any) -> Any:
-        """Q read once into memory (as a dask array over a numpy array) when three dense V×V
-        copies fit ``memory_budget`` and no distributed cluster runs the fit (a cluster's
-        workers read the store instead: nothing of size V×V goes through its scheduler).
-        Every later pass then costs arithmetic only, not reading and decompressing Q."""
+    def _maybe_in_memory(self, Q: Any) -> tuple[Any, np.ndarray | None]:
+        """Q read once into memory when three dense V×V copies fit ``memory_budget`` and no
+        distributed cluster runs the fit (a cluster's workers read the store instead:
+        nothing of size V×V goes through its scheduler). Every later pass then costs
+        arithmetic only, not reading and decompressing Q.
+
+        Returns the Q the passes use (a dask array, over the held array when held) and the
+        held V×V array itself (None when Q stays in the store)."""
         import dask.array as da
 
         from .cluster import compute
 
         held = getattr(self, "_in_memory_q", None)
         self._in_memory_q = None
-        if held is not None:
-            return held
-        if not self._fits_in_memory(Q.shape[0]):
-            return Q
-        (Qm,) = compute(Q, progress=self.progress, label="load Q", bytes_read=self._q_bytes)
+        if held is None:
+            if not self._fits_in_memory(Q.shape[0]):
+                return Q, None
+            (Qm,) = compute(Q, progress=self.progress, label="load Q", bytes_read=self._q_bytes)
+            held = np.ascontiguousarray(Qm)
         self._q_bytes = 0
-        return da.from_array(np.ascontiguousarray(Qm), chunks=Q.chunks)
+        return da.from_array(held, chunks=Q.chunks), held
 
     def _fits_in_memory(self, V: int) -> bool:
         from .cluster import current_client
@@ -533,7 +535,7 @@ class AnchorTopicModel:
             B = ((Q @ Y) * inv_d[:, None] * inv_S[None, :]).rechunk((rows, K))
             norms_d = da.from_array(norms, chunks=(rows,))
             out = da.blockwise(
-                _l2_block, "ik", B, "ik", norms_d, "i",
+                _kernel_block, "ik", B, "ik", norms_d, "i",
                 dtype=np.float64, concatenate=True, adjust_chunks={"k": K + 2},
                 G=G, tol=tol, max_iter=max_iter, method=method,
             )
@@ -794,7 +796,7 @@ def anchor_topic_cooccurrence(A: np.ndarray, anchors: np.ndarray, Q_SS: np.ndarr
     return R / total if total > 0 else R
 
 
-def _l2_block(
+def _kernel_block(
     B: np.ndarray, norms: np.ndarray, *, G: np.ndarray, tol: float, max_iter: int,
     method: str = "l2",
 ) -> np.ndarray:

@@ -137,7 +137,7 @@ def test_strip_headers_drops_the_leading_header_block(tmp_path):
 
 
 def test_strip_headers_recorded_and_reread(tmp_path):
-    from streamtopic.cli import _recorded_sources
+    from streamtopic.corpus import recorded_corpus
 
     d = tmp_path / "docs"
     d.mkdir()
@@ -148,7 +148,7 @@ def test_strip_headers_recorded_and_reread(tmp_path):
     store = st.CooccurrenceStore.open(str(tmp_path / "s.zarr"))
     assert sorted(store.vocab) == ["alpha", "beta", "gamma"]
     assert store.sources[0]["strip_headers"] is True
-    (corpus,) = _recorded_sources(store)
+    corpus = recorded_corpus(store)
     assert [s.strip_headers for s in corpus.sources] == [True]
     terms = {t for ch in corpus.iter_chunks() for t in ch.terms}
     assert terms == {"alpha", "beta", "gamma"}
