@@ -48,6 +48,13 @@ def _vname(number: int) -> str:
     return f"versions/v{number:06d}"
 
 
+def _version_number(name: str) -> int | None:
+    """The number of a version directory name (``v000012``), None for anything else."""
+    if len(name) == 7 and name[0] == "v" and name[1:].isdigit():
+        return int(name[1:])
+    return None
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -459,9 +466,9 @@ class CooccurrenceStore:
             self._reload()
             self.cleanup()
             number = self.version + 1
-            root = zarr.open_group(self.path, mode="r+")
-            if _vname(number) in root:
-                del root[_vname(number)]
+            # cleanup() removed it already unless it was referenced, which a staging
+            # version never is; a directory left by a kill mid-creation is not a zarr group
+            shutil.rmtree(os.path.join(self.path, _vname(number)), ignore_errors=True)
             txn = Transaction(self, number, lock)
             self._staging_q(txn, create=True)
             return txn
@@ -553,16 +560,27 @@ class CooccurrenceStore:
     def cleanup(self) -> None:
         """Remove what the head no longer references: versions of dead rounds, superseded
         versions and superseded blocks. Never touches data the head reads."""
-        grp = zarr.open_group(self.path, mode="r+")
-        if "versions" not in grp:
+        versions = os.path.join(self.path, "versions")
+        if not os.path.isdir(versions):
             return
+        grp = zarr.open_group(self.path, mode="r+")
         head = self.version
         bv = self.block_versions
         referenced = set(np.unique(bv).tolist()) | {head}
-        for name in list(grp["versions"].group_keys()):
-            number = int(name[1:])
+        # Walk the directory, not the zarr hierarchy: a writer killed while zarr was
+        # creating a group leaves a directory without metadata (or a ``*.partial`` file),
+        # which the hierarchy does not list. The caller holds the writer lock.
+        for entry in sorted(os.scandir(versions), key=lambda e: e.name):
+            name = entry.name
+            if name == "zarr.json":
+                continue
+            number = _version_number(name)
+            if number is None:
+                if name.endswith(".partial") and entry.is_file(follow_symlinks=False):
+                    os.remove(entry.path)  # zarr's unfinished metadata write
+                continue
             if number not in referenced:
-                del grp[f"versions/{name}"]
+                shutil.rmtree(entry.path, ignore_errors=True)
                 continue
             if number == head:
                 continue

@@ -270,6 +270,35 @@ def test_kill_second_ingest_threads(tmp_path, corpora, reference):
     assert "v000002" in versions and set(versions) <= {"v000001", "v000002"}
 
 
+def test_debris_of_a_kill_during_group_creation(tmp_path, corpora, reference):
+    """A kill can land while zarr is creating the staging version: its directory then holds
+    the Q array but no group metadata, and an unfinished ``*.partial`` metadata file lies
+    beside it. zarr's hierarchy does not list such a directory; the next ingest must still
+    remove it and commit the round exactly once."""
+    store = existing_store(tmp_path, corpora)
+    before = snapshot(store)
+    versions = os.path.join(store, "versions")
+    head_q = os.path.join(versions, "v000001", "Q")
+    debris_q = os.path.join(versions, "v000002", "Q")
+    os.makedirs(os.path.join(debris_q, "c", "0"))
+    with open(os.path.join(head_q, "zarr.json")) as src, \
+            open(os.path.join(debris_q, "zarr.json"), "w") as dst:
+        dst.write(src.read())
+    with open(os.path.join(debris_q, "c", "0", "0"), "wb") as fh:
+        fh.write(b"\0" * 64)  # a torn chunk
+    with open(os.path.join(versions, "zarr.0123456789abcdef.partial"), "w") as fh:
+        fh.write('{"zarr_format": 3, "node_')
+    assert not os.path.exists(os.path.join(versions, "v000002", "zarr.json"))
+
+    assert_same_state(snapshot(store), before)  # readers ignore the debris
+    with dask.config.set(scheduler="threads"):
+        report = streamtopic.ingest([corpora["big"]], store, progress=False)
+    assert report.version == 2
+    assert_matches_reference(store, reference)
+    left = set(os.listdir(versions))  # no debris: the head, what it still reads, metadata
+    assert "v000002" in left and left <= {"v000001", "v000002", "zarr.json"}
+
+
 def test_kill_first_ingest_threads(tmp_path, corpora):
     """No store before: a killed first ingest leaves no store, and a rerun creates it."""
     store = str(tmp_path / "store")
