@@ -113,11 +113,13 @@ CORPORA: dict[str, dict[str, Any]] = {
 STREAMTOPIC_CONFIGS: list[dict[str, Any]] = [
     {"name": "streamtopic"},
     # the RAW pipeline; the memory budget asks for the in-memory paths (V ≤ 10,000 here)
-    {"name": "streamtopic-rectified", "rectify": "ap", "rectify_iters": 15, "recover": "admm",
-     "anchor_method": "qr", "topic_topic": "anchor", "memory_budget": 6 * 2**30},
+    # (the exact active-set solver: the same least-squares optimum ADMM approaches, 10× faster)
+    {"name": "streamtopic-rectified", "rectify": "ap", "rectify_iters": 15,
+     "recover": "activeset", "anchor_method": "qr", "topic_topic": "anchor",
+     "memory_budget": 6 * 2**30},
     # the same, then EM passes over the training corpus from the rectified topics
     {"name": "streamtopic-rectified-refined", "rectify": "ap", "rectify_iters": 15,
-     "recover": "admm", "anchor_method": "qr", "topic_topic": "anchor",
+     "recover": "activeset", "anchor_method": "qr", "topic_topic": "anchor",
      "memory_budget": 6 * 2**30, "refine_passes": 10},
 ]
 GENSIM = {"workers": 2, "passes": 5, "random_state": 0}

@@ -102,7 +102,7 @@ def add_pairs_dense(
                 flat[np.uint64(base + cols[b])] += va * vals[b]
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, fastmath=True)
 def em_theta(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -112,12 +112,15 @@ def em_theta(
     tol: float,
     max_iter: int,
     theta: np.ndarray,
-) -> None:
+    warm: bool = False,
+) -> int:
     """Topic proportions of each document with the topics fixed, by EM (in place).
 
-    θ_d ← (θ_d ⊙ Σ_w h_dw β_w / (θ_d·β_w) + α) / (n_d + Kα), from the uniform start, until no
-    entry moves more than ``tol`` or ``max_iter`` iterations; a MAP estimate under a
-    Dirichlet(1 + α) prior. Work is proportional to the documents' non-zeros, not to V.
+    θ_d ← (θ_d ⊙ Σ_w h_dw β_w / (θ_d·β_w) + α) / (n_d + Kα), from the uniform start (or, when
+    ``warm``, from the θ given), until no entry moves more than ``tol`` or ``max_iter``
+    iterations; a MAP estimate under a Dirichlet(1 + α) prior, unique for α > 0, so a warm
+    start changes only the work. Work is proportional to the documents' non-zeros, not to V.
+    Returns the number of iterations run, summed over the documents.
 
     Parameters
     ----------
@@ -129,21 +132,27 @@ def em_theta(
     tol : float
     max_iter : int
     theta : ndarray of shape (n_docs, K)
-        Output.
+        Output (and the start, when ``warm``).
+    warm : bool
     """
     K = beta_t.shape[1]
     acc = np.empty(K)
+    total = 0
     for d in range(indptr.size - 1):
         p0, p1 = indptr[d], indptr[d + 1]
         nd = 0.0
         for e in range(p0, p1):
             nd += data[e]
         th = theta[d]
-        for k in range(K):
-            th[k] = 1.0 / K
+        if not warm:
+            for k in range(K):
+                th[k] = 1.0 / K
         if nd == 0.0:
+            for k in range(K):
+                th[k] = 1.0 / K
             continue
         for _ in range(max_iter):
+            total += 1
             for k in range(K):
                 acc[k] = 0.0
             for e in range(p0, p1):
@@ -163,9 +172,10 @@ def em_theta(
                 th[k] = new
             if moved < tol:
                 break
+    return total
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, fastmath=True)
 def em_expected_counts(
     indptr: np.ndarray,
     indices: np.ndarray,

@@ -35,6 +35,8 @@ log = logging.getLogger("streamtopic")
 
 def current_client() -> Any | None:
     """The active ``distributed.Client``, or None."""
+    if "distributed" not in sys.modules:
+        return None  # no client can exist before distributed is imported (it takes ~0.3 s)
     try:
         from distributed import default_client
     except ImportError:  # pragma: no cover

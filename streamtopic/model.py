@@ -17,6 +17,7 @@ the scheduler.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import time
@@ -35,7 +36,7 @@ from .recovery import (
     solve_kl,
     solve_l2,
 )
-from .store import CooccurrenceStore, StoreError
+from .store import CooccurrenceStore, StoreError, read_array_dense
 
 __all__ = ["AnchorTopicModel", "ModelError", "anchor_topic_cooccurrence"]
 
@@ -45,6 +46,23 @@ ANCHOR_METHODS = ("sketch", "qr")
 TOPIC_TOPIC_METHODS = ("pinv", "anchor")
 RECTIFY_METHODS = ("none", "ap", "dr")
 KERNEL_SOLVERS = {"l2": solve_l2, "admm": solve_admm, "activeset": solve_active_set}
+
+
+log = logging.getLogger("streamtopic")
+
+
+class _ReadOnly:
+    """An in-memory V×V array seen through indexing only, so that ``da.from_array`` wraps it
+    without the defensive copy it makes of anything with a ``copy`` method."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self._array = array
+        self.shape = array.shape
+        self.dtype = array.dtype
+        self.ndim = array.ndim
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        return self._array[key]
 
 
 class ModelError(ValueError):
@@ -266,6 +284,7 @@ class AnchorTopicModel:
         seconds: dict[str, float] = {}
         rect_info: dict[str, Any] | None = None
         self._in_memory_q = None
+        self._load_q = store.read_dense
         try:
             Q = store.Q
             if self.rectify != "none":
@@ -365,7 +384,10 @@ class AnchorTopicModel:
         once per store version and settings and reused by later fits."""
         import dask.array as da
 
-        from .rectification import rectify
+        import zarr
+
+        from .cluster import current_client
+        from .rectification import AP_DENSE_COPIES, DENSE_COPIES, rectify
 
         K = int(self.n_topics)
         key = (f"v{store.version:06d}-K{K}-{self.rectify}-{int(self.rectify_iters)}"
@@ -381,9 +403,15 @@ class AnchorTopicModel:
             for old in os.listdir(root):  # arrays of older versions of the store
                 if not old.startswith(f"v{store.version:06d}-"):
                     shutil.rmtree(os.path.join(root, old), ignore_errors=True)
-            res = rectify(store.Q, K, path, method=self.rectify, n_iter=int(self.rectify_iters),
+            # in memory (Q read straight into one array) when its copies fit the budget and
+            # no cluster runs the fit; otherwise out of core, over the store's blocks
+            copies = DENSE_COPIES if self.rectify == "dr" else AP_DENSE_COPIES
+            in_memory = (current_client() is None
+                         and copies * 8 * store.V ** 2 <= int(self.memory_budget))
+            res = rectify(store.read_dense() if in_memory else store.Q, K, path,
+                          method=self.rectify, n_iter=int(self.rectify_iters),
                           seed=self.seed if self.seed is not None else 0,
-                          memory_budget=int(self.memory_budget),
+                          memory_budget=int(self.memory_budget), in_memory=in_memory,
                           scratch=os.path.join(scratch, "rectify"), progress=self.progress,
                           keep_array=self._fits_in_memory(store.V))
             info.update(reused=False, movement=[float(m) for m in res.movement],
@@ -392,6 +420,7 @@ class AnchorTopicModel:
         self._q_bytes = _disk_bytes(path)
         if not info["reused"] and res.array is not None:
             self._in_memory_q = res.array  # the fit need not read it back
+        self._load_q = lambda: read_array_dense(zarr.open_array(path, mode="r"))
         return da.from_zarr(path), info
 
     def _maybe_in_memory(self, Q: Any) -> tuple[Any, np.ndarray | None]:
@@ -411,10 +440,14 @@ class AnchorTopicModel:
         if held is None:
             if not self._fits_in_memory(Q.shape[0]):
                 return Q, None
-            (Qm,) = compute(Q, progress=self.progress, label="load Q", bytes_read=self._q_bytes)
-            held = np.ascontiguousarray(Qm)
+            t0 = time.perf_counter()
+            held = self._load_q()
+            log.info("load Q: %.2f s, %.1f MiB read", time.perf_counter() - t0,
+                     self._q_bytes / 2**20)
         self._q_bytes = 0
-        return da.from_array(held, chunks=Q.chunks), held
+        # a view dask does not copy (from_array copies anything with a .copy method)
+        return da.from_array(_ReadOnly(held), chunks=Q.chunks, asarray=False,
+                             name=f"held-q-{uuid.uuid4().hex}"), held
 
     def _fits_in_memory(self, V: int) -> bool:
         from .cluster import current_client

@@ -66,11 +66,13 @@ Ritz vectors, so it typically needs two passes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
 import shutil
+import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -89,6 +91,8 @@ log = logging.getLogger("streamtopic")
 
 OVERSAMPLE = 10  # basis vectors of the eigensolver beyond K
 EIG_TOL = 1e-5  # relative residual of the Ritz pairs that ends an eigen step
+EIG_TOL_STEP = 0.1  # AP: … or this fraction of the last iteration's movement, if larger
+EIG_TOL_FIRST = 1e-2  # AP: … and at most this (the first iteration)
 MAX_STEPS = 30  # passes per eigen step at most (warns when reached)
 MAX_BLOCKS = 8  # blocks of the Krylov basis before a restart
 KRYLOV_BYTES = 128 * 2**20  # client memory for the basis and its products
@@ -670,9 +674,11 @@ class _Eigensolver:
         return np.linalg.qr(Z)[0]
 
     def solve(
-        self, apply: Callable[[np.ndarray, int], np.ndarray]
+        self, apply: Callable[[np.ndarray, int], np.ndarray],
+        tol: Callable[[], float] = lambda: EIG_TOL,
     ) -> tuple[np.ndarray, np.ndarray, int, bool]:
-        """Returns (λ (K,) descending, U (V×K), passes, converged)."""
+        """Returns (λ (K,) descending, U (V×K), passes, converged). ``tol()`` is the relative
+        residual to reach, asked after every pass (a pass may change it)."""
         K, m = self.K, self.m
         V = self.X.shape[0]
         cap = self.max_blocks * m
@@ -702,7 +708,7 @@ class _Eigensolver:
             res = np.sqrt(np.einsum("ij,ij->j", R, R))
             scale = float(np.abs(theta).max())
             keep = theta[:K] > 0
-            ok = scale == 0 or bool(np.all(res[keep] <= EIG_TOL * scale))
+            ok = scale == 0 or bool(np.all(res[keep] <= tol() * scale))
             if ok or step == MAX_STEPS - 1:
                 break
             if d + m <= cap:  # extend the Krylov space by the newest product
@@ -788,7 +794,8 @@ def _ap(engine: Any, K: int, n_iter: int, rng: np.random.Generator, run: _Run) -
             Y, _ = engine.products(state["cur"], None, X, (), f"iteration {t}, pass {step + 1}")
             return Y
 
-        theta, U, _, ok = eig.solve(apply)
+        last = t == n_iter
+        theta, U, _, ok = eig.solve(apply, lambda: _ap_tol(run.movement, last))
         G, lam = _factor(theta, U)
         run.eigenvalues = lam
         total = float(np.square(G.sum(axis=0)).sum())  # Σ G Gᵀ = ‖Gᵀ1‖²
@@ -797,6 +804,18 @@ def _ap(engine: Any, K: int, n_iter: int, rng: np.random.Generator, run: _Run) -
         prev, cur = cur, engine.lowrank(G, s)
         run.done(t, time.perf_counter() - t0, engine.passes - p0, ok)
     return cur, prev
+
+
+def _ap_tol(movement: Sequence[float], last: bool) -> float:
+    """Eigen tolerance of an AP iteration: ``EIG_TOL_STEP`` times the last movement (the
+    projection need not be more exact than the step it takes; "inexact" AP), never below
+    ``EIG_TOL`` nor above ``EIG_TOL_FIRST`` (the first iteration, from a random basis). The
+    last iteration, whose projection is the result, is solved to ``EIG_TOL``."""
+    if last:
+        return EIG_TOL
+    if not movement:
+        return EIG_TOL_FIRST
+    return float(min(EIG_TOL_FIRST, max(EIG_TOL, EIG_TOL_STEP * movement[-1])))
 
 
 def _simplex_tau_dense(y: np.ndarray) -> float:
@@ -1212,9 +1231,19 @@ def _run_in_memory(Q: Any, is_dask: bool, K: int, method: str, n_iter: int,
     import zarr
     from threadpoolctl import threadpool_limits
 
-    from .cluster import compute
+    from .cluster import compute, current_client
 
-    if is_dask:
+    if is_dask and current_client() is None:
+        # each block straight into its place: no concatenated copy
+        import dask.array as da
+        from dask.diagnostics import ProgressBar
+
+        t0 = time.perf_counter()
+        Qd = np.empty(Q.shape, dtype=np.float64)
+        with ProgressBar(out=sys.stderr) if progress else contextlib.nullcontext():
+            da.store(Q, Qd, lock=False, compute=True)
+        log.info("rectify %s: load Q: %.2f s", method, time.perf_counter() - t0)
+    elif is_dask:
         (Qd,) = compute(Q, progress=progress, label=f"rectify {method}: load Q")
     else:
         Qd = Q

@@ -47,18 +47,31 @@ class RefineResult:
         started from).
     seconds : list of float
         Wall time per pass.
+    theta_iterations : list of int
+        EM iterations of the documents' θ per pass, summed over documents (each pass
+        starts from the previous pass' θ).
     """
 
     components: np.ndarray
     prevalence: np.ndarray
     loglik_per_token: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+    theta_iterations: list[int] = field(default_factory=list)
+
+
+THETA_TOL = 1e-4  # EM for θ_d stops when no entry moves more than this
+THETA_MAX_ITER = 100
 
 
 def _partition_counts(
-    chunks: list[Any], beta_path: str, vocab: list[str], alpha: float
-) -> tuple[np.ndarray, float, float]:
-    """One partition's expected counts (V×K, word-major), log-likelihood and token count."""
+    chunks: list[Any], beta_path: str, vocab: list[str], alpha: float,
+    theta_in: str | None, theta_out: str,
+) -> tuple[np.ndarray, float, float, int]:
+    """One partition's expected counts (V×K, word-major), log-likelihood, token count and
+    θ iterations. θ (n_docs × K, this partition's documents in order) starts from the
+    previous pass' (``theta_in``, a ``.npy`` file this partition wrote) and is saved to
+    ``theta_out`` for the next: EM for θ converges to the same unique optimum from any
+    start, in far fewer iterations from a close one."""
     import zarr
 
     from ._kernels import em_expected_counts, em_theta
@@ -68,25 +81,38 @@ def _partition_counts(
     V, K = beta_t.shape
     index = _term_index(vocab)
     out = np.zeros((V, K))
-    loglik, tokens = 0.0, 0.0
+    loglik, tokens, iters = 0.0, 0.0, 0
+    start = np.load(theta_in) if theta_in is not None else None
+    thetas = []
+    row = 0
     for ch in chunks:
         H, _ = _to_global(ch, index, V)
         H.sum_duplicates()
         indptr = H.indptr.astype(np.int64)
         indices = H.indices.astype(np.int32)
         data = H.data.astype(np.float64)
-        theta = np.empty((H.shape[0], K))
-        em_theta(indptr, indices, data, beta_t, alpha, 1e-4, 100, theta)
+        n = H.shape[0]
+        warm = start is not None and start.shape[1] == K and row + n <= start.shape[0]
+        theta = (np.array(start[row:row + n], dtype=np.float64) if warm
+                 else np.empty((n, K)))
+        row += n
+        iters += em_theta(indptr, indices, data, beta_t, alpha, THETA_TOL, THETA_MAX_ITER,
+                          theta, warm)
         loglik += em_expected_counts(indptr, indices, data, beta_t, theta, out)
         tokens += float(data.sum())
-    return out, loglik, tokens
+        thetas.append(theta.astype(np.float32))
+    tmp = f"{theta_out}.partial-{uuid.uuid4().hex[:8]}.npy"
+    np.save(tmp, np.concatenate(thetas) if thetas else np.zeros((0, K), np.float32))
+    os.replace(tmp, theta_out)
+    return out, loglik, tokens, iters
 
 
-def _add(*parts: tuple[np.ndarray, float, float]) -> tuple[np.ndarray, float, float]:
+def _add(*parts: tuple[np.ndarray, float, float, int]) -> tuple[np.ndarray, float, float, int]:
     out = parts[0][0].copy()
     for p in parts[1:]:
         out += p[0]
-    return out, sum(p[1] for p in parts), sum(p[2] for p in parts)
+    return (out, sum(p[1] for p in parts), sum(p[2] for p in parts),
+            sum(p[3] for p in parts))
 
 
 def refine_topics(
@@ -148,15 +174,23 @@ def refine_topics(
     os.makedirs(work, exist_ok=True)
     vocab_d = delayed(list(vocab), pure=True, traverse=False)
     result = RefineResult(beta, np.full(K, 1.0 / K))
+    chunks_d = c.to_bag().to_delayed()
     try:
         for it in range(passes):
             t0 = time.perf_counter()
             path = os.path.join(work, f"beta-{it}")
             zarr.create_array(path, shape=(V, K), chunks=(V, K), dtype="f8")[:] = beta.T
-            parts = [delayed(_partition_counts, pure=True)(p, path, vocab_d, float(alpha))
-                     for p in c.to_bag().to_delayed()]
-            ((counts_t, loglik, tokens),) = compute(
+            parts = [
+                delayed(_partition_counts, pure=True)(
+                    p, path, vocab_d, float(alpha),
+                    os.path.join(work, f"theta-{it - 1}-{i}.npy") if it else None,
+                    os.path.join(work, f"theta-{it}-{i}.npy"),
+                )
+                for i, p in enumerate(chunks_d)
+            ]
+            ((counts_t, loglik, tokens, iters),) = compute(
                 _tree(_add, parts), progress=progress, label=f"refine pass {it + 1}/{passes}")
+            result.theta_iterations.append(int(iters))
             N = counts_t.T * beta  # K×V expected counts
             totals = N.sum(axis=1)
             beta = (N + eta) / (totals + V * eta)[:, None]
@@ -164,6 +198,11 @@ def refine_topics(
             result.seconds.append(time.perf_counter() - t0)
             result.prevalence = totals / max(totals.sum(), 1e-300)
             shutil.rmtree(path, ignore_errors=True)
+            for i in range(len(chunks_d) if it else 0):  # the previous pass' θ
+                try:
+                    os.remove(os.path.join(work, f"theta-{it - 1}-{i}.npy"))
+                except FileNotFoundError:
+                    pass
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result.components = beta

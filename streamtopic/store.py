@@ -130,6 +130,65 @@ def read_q_block(root: str, version: int, rows: slice, cols: slice) -> np.ndarra
     return np.asarray(arr[rows, cols], dtype=np.float64)
 
 
+def read_array_dense(
+    arr: zarr.Array, *, scale: float = 1.0, block_versions: np.ndarray | None = None,
+    root: str | None = None, threads: int | None = None,
+) -> np.ndarray:
+    """A whole 2-D zarr array read into one in-memory array, times ``scale``.
+
+    Every chunk is decoded straight into its slice of the result by a pool of ``threads``
+    (default: the usable cores), so the read costs one pass and no concatenated copies.
+    With ``block_versions`` (nb×nb) and ``root``, chunk (i, j) is read from the store version
+    ``block_versions[i, j]`` (0: zeros) instead of ``arr``.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from zarr.core.buffer.cpu import NDBuffer
+
+    n_rows, n_cols = arr.shape
+    cr, cc = arr.chunks
+    out = np.empty((n_rows, n_cols), dtype=np.float64)
+    arrays: dict[int, zarr.Array] = {}
+
+    def source(i: int, j: int) -> zarr.Array | None:
+        if block_versions is None:
+            return arr
+        v = int(block_versions[i, j])
+        if v <= 0:
+            return None
+        if v not in arrays:
+            arrays[v] = zarr.open_array(store=root, path=f"{_vname(v)}/Q", mode="r")
+        return arrays[v]
+
+    def job(ij: tuple[int, int]) -> None:
+        i, j = ij
+        sel = (slice(i * cr, min(n_rows, (i + 1) * cr)), slice(j * cc, min(n_cols, (j + 1) * cc)))
+        src = source(i, j)
+        view = out[sel]
+        if src is None:
+            view.fill(0.0)
+            return
+        src.get_basic_selection(sel, out=NDBuffer.from_numpy_array(view))
+        if scale != 1.0:
+            view *= scale
+
+    blocks = [(i, j) for i in range(-(-n_rows // cr)) for j in range(-(-n_cols // cc))]
+    if block_versions is not None:  # open every version's array once, before the threads
+        for i, j in blocks:
+            source(i, j)
+    n = threads or _usable_cores()
+    with ThreadPoolExecutor(max(1, min(n, len(blocks)))) as pool:
+        list(pool.map(job, blocks))
+    return out
+
+
+def _usable_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover
+        return max(1, os.cpu_count() or 1)
+
+
 def _q_block_task(
     v: np.ndarray, root: str, c: int, V: int, scale: float, block_id: tuple[int, int] | None = None
 ) -> np.ndarray:
@@ -417,6 +476,23 @@ class CooccurrenceStore:
         if self.n_docs == 0:
             raise StoreError(f"{self.path}: the store is empty (no documents ingested)")
         return self._dask(1.0 / self.n_docs)
+
+    def read_dense(self, *, normalised: bool = True, threads: int | None = None) -> np.ndarray:
+        """Q (V×V float64; the sum divided by ``n_docs`` when ``normalised``) read into one
+        in-memory array, its blocks decoded in parallel straight into place.
+
+        For the in-memory paths only: it holds V² floats (``8·V²`` bytes)."""
+        if normalised and self.n_docs == 0:
+            raise StoreError(f"{self.path}: the store is empty (no documents ingested)")
+        bv = self.block_versions
+        c, V = self.chunk_size, self.V
+        if self.version == 0 or not bv.any():
+            return np.zeros((V, V))
+        head = zarr.open_array(store=self.path, path=f"{_vname(self.version)}/Q", mode="r")
+        scale = 1.0 / self.n_docs if normalised else 1.0
+        assert head.chunks == (c, c)
+        return read_array_dense(head, scale=scale, block_versions=bv, root=self.path,
+                                threads=threads)
 
     def q_bytes(self) -> int:
         """Bytes on disk of the blocks of Q the head reads (what one pass over Q reads)."""
