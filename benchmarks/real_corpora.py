@@ -120,7 +120,7 @@ STREAMTOPIC_CONFIGS: list[dict[str, Any]] = [
     # the same, then EM passes over the training corpus from the rectified topics
     {"name": "streamtopic-rectified-refined", "rectify": "ap", "rectify_iters": 15,
      "recover": "activeset", "anchor_method": "qr", "topic_topic": "anchor",
-     "memory_budget": 6 * 2**30, "refine_passes": 10},
+     "memory_budget": 6 * 2**30, "refine_passes": 20},
 ]
 GENSIM = {"workers": 2, "passes": 5, "random_state": 0}
 TOMOTOPY = {"iterations": 1000, "step": 100, "workers": 2, "seed": 0}

@@ -373,6 +373,7 @@ class AnchorTopicModel:
                 "passes": int(self.refine_passes),
                 "loglik_per_token": refined.loglik_per_token,
                 "seconds": refined.seconds,
+                "theta_iterations": refined.theta_iterations,
             },
             "topic_topic": self.topic_topic,
             "store": {"path": store.path, "version": store.version, "n_docs": store.n_docs},

@@ -59,7 +59,7 @@ class RefineResult:
     theta_iterations: list[int] = field(default_factory=list)
 
 
-THETA_TOL = 1e-4  # EM for θ_d stops when no entry moves more than this
+THETA_TOL = 1e-3  # EM for θ_d stops when no entry moves more than this
 THETA_MAX_ITER = 100
 
 

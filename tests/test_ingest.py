@@ -239,6 +239,9 @@ def test_update_rewrites_only_touched_blocks(tmp_path):
     # superseded data of version 1 is gone from disk, referenced blocks are kept
     assert not os.path.exists(tmp_path / "s.zarr/versions/v000001/Q/c/0/0")
     assert os.path.exists(tmp_path / "s.zarr/versions/v000001/Q/c/0/3")
+    # the in-memory read assembles the same Q from blocks of both versions and zero blocks
+    np.testing.assert_array_equal(after.read_dense(normalised=False), q2)
+    np.testing.assert_array_equal(after.read_dense(threads=1), after.Q.compute())
 
 
 def test_duplicate_input_refused_or_skipped(tmp_path):

@@ -49,6 +49,26 @@ def test_em_kernels_match_numpy():
     np.testing.assert_allclose(N.sum(), Hd.sum(), rtol=1e-12)
 
 
+def test_warm_start_reaches_the_same_theta_with_less_work():
+    """θ's MAP estimate is unique (α > 0): a warm start changes the iterations, not θ."""
+    rng = np.random.default_rng(4)
+    beta = rng.dirichlet(np.full(300, 0.1), 7)
+    H = sp.random(60, 300, density=0.08, format="csr", random_state=2,
+                  data_rvs=lambda n: rng.integers(1, 4, n).astype(float))
+    args = (H.indptr.astype(np.int64), H.indices.astype(np.int32), H.data)
+    bt = np.ascontiguousarray(beta.T)
+    cold = np.empty((60, 7))
+    n_cold = em_theta(*args, bt, 0.1, 1e-13, 20000, cold)
+    near = cold + rng.normal(0, 1e-3, cold.shape)
+    near = np.abs(near) / np.abs(near).sum(axis=1, keepdims=True)
+    n_warm = em_theta(*args, bt, 0.1, 1e-13, 20000, near, True)
+    np.testing.assert_allclose(near, cold, atol=1e-9)
+    assert n_warm < n_cold, (n_warm, n_cold)
+    ignored = np.full((60, 7), 0.5)  # without warm, the start given is ignored
+    assert em_theta(*args, bt, 0.1, 1e-13, 20000, ignored) == n_cold
+    np.testing.assert_array_equal(ignored, cold)
+
+
 def test_refinement_raises_the_likelihood_and_approaches_the_truth(corpus):
     A, d = corpus
     spectral = AnchorTopicModel(K, seed=0).fit(d / "s.zarr")
@@ -56,6 +76,8 @@ def test_refinement_raises_the_likelihood_and_approaches_the_truth(corpus):
     info = refined.diagnostics_["refinement"]
     ll = info["loglik_per_token"]
     assert len(ll) == 4 and all(b > a for a, b in zip(ll, ll[1:])), ll
+    iters = info["theta_iterations"]  # later passes start from the previous pass' θ
+    assert len(iters) == 4 and iters[-1] < 0.7 * iters[0], iters
     l1_spec = matched_l1(A, spectral.components_.T).mean
     l1_ref = matched_l1(A, refined.components_.T).mean
     assert l1_ref < l1_spec, (l1_spec, l1_ref)
