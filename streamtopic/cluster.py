@@ -143,8 +143,13 @@ def scheduler(
         local = "inproc"
     if local in ("threads", "sync"):
         import dask
+        import dask.local
+        import dask.threaded
 
-        with dask.config.set(scheduler="threads" if local == "threads" else "sync"):
+        # the scheduler function itself: dask imports distributed (~0.2 s) to resolve a
+        # scheduler given by name
+        get = dask.threaded.get if local == "threads" else dask.local.get_sync
+        with dask.config.set(scheduler=get):
             yield None
         return
     if local not in ("cluster", "inproc"):

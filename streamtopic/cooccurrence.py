@@ -10,15 +10,16 @@ skipped (and counted). The store keeps Σ_d Q_d; ``store.Q`` divides by the numb
 The pipeline, all in Dask:
 
 1. each corpus partition yields its documents as a compact CSR matrix with weights
-   w_d = 1 / (n_d (n_d − 1)), and the exact diagonal of its Σ_d Q_d; Q is cut into *groups*
-   of whole zarr blocks;
+   w_d = 1 / (n_d (n_d − 1)), and the exact diagonal of its Σ_d Q_d; the upper triangle of
+   Q's blocks is cut into *groups* of whole zarr blocks (Q is symmetric: the lower triangle
+   is the mirror image, computed by no one);
 2. per group, a linear chain of tasks adds each partition's w_d h_d h_dᵀ on the group's
    rectangle into one running sum: densely, by a compiled pair kernel that needs no
    intermediate sparse product, or with scipy's sparse product while the group's part of Q is
    still mostly empty. The links of one round run in parallel; memory does not grow with the
    number of partitions;
 3. per group, exactly one task adds the sum to the head's blocks and writes the new version's
-   blocks (no two tasks ever write one chunk);
+   blocks and their transposes into the mirror blocks (no two tasks ever write one chunk);
 4. the client commits the version: one atomic switch of the store's head.
 """
 
@@ -112,7 +113,9 @@ def _product(
 
 @dataclass(frozen=True)
 class _Grid:
-    """Reduction groups: a row stripe of blocks by a run of block columns."""
+    """Reduction groups over the upper triangle of Q's blocks (Q is symmetric): a group is a
+    run of blocks (i, j0) … (i, j1 − 1), j0 ≥ i, of one row stripe. Its sum is written to
+    those blocks and, transposed, to their mirror images (j, i)."""
 
     V: int
     c: int
@@ -123,25 +126,28 @@ class _Grid:
         return -(-self.V // self.c)
 
     @property
-    def n_col_groups(self) -> int:
-        return -(-self.nb // self.group_cols)
-
-    @property
     def groups(self) -> list[tuple[int, int]]:
-        return [(i, g) for i in range(self.nb) for g in range(self.n_col_groups)]
+        """(i, g): row stripe i, g-th run of block columns from the diagonal."""
+        return [(i, g) for i in range(self.nb)
+                for g in range(-(-(self.nb - i) // self.group_cols))]
 
     def rows(self, i: int) -> tuple[int, int]:
         return i * self.c, min(self.V, (i + 1) * self.c)
 
-    def cols(self, g: int) -> tuple[int, int]:
-        return g * self.group_cols * self.c, min(self.V, (g + 1) * self.group_cols * self.c)
+    def blocks(self, i: int, g: int) -> range:
+        j0 = i + g * self.group_cols
+        return range(j0, min(self.nb, j0 + self.group_cols))
 
-    def blocks(self, g: int) -> range:
-        return range(g * self.group_cols, min(self.nb, (g + 1) * self.group_cols))
+    def cols(self, i: int, g: int) -> tuple[int, int]:
+        b = self.blocks(i, g)
+        return b.start * self.c, min(self.V, b.stop * self.c)
 
 
 def _make_grid(V: int, c: int) -> _Grid:
-    return _Grid(V, c, max(1, GROUP_BYTES // (c * c * 8)))
+    """Groups of up to ``GROUP_BYTES`` dense bytes; single blocks when there are few blocks,
+    so that the groups (each one chain of tasks) are many and even enough to share out."""
+    nb = -(-V // c)
+    return _Grid(V, c, max(1, min(GROUP_BYTES // (c * c * 8), nb // 4)))
 
 
 # ----------------------------------------------------------------------------- partition tasks
@@ -411,10 +417,12 @@ def _write_group(
     piece: Any, stats: _Stats, root: str, old_versions: np.ndarray, new_version: int,
     grid: _Grid, i: int, g: int,
 ) -> list[tuple[int, int, int]]:
-    """Add a group's summed piece to the head's blocks and write them into the new version;
-    diagonal entries become the head's plus the round's exact Σ_d (h_i² − h_i) w_d.
+    """Add a group's summed piece to the head's blocks and write them into the new version,
+    each block (i, j) also transposed into its mirror image (j, i); diagonal entries become
+    the head's plus the round's exact Σ_d (h_i² − h_i) w_d.
 
-    The only writer of these blocks in this round. Returns (i, j, nnz) for each block written.
+    The only writer of these blocks (and of their mirror images) in this round. Returns
+    (i, j, nnz) for each block written.
     """
     import zarr
 
@@ -422,9 +430,9 @@ def _write_group(
         return []
     arr = zarr.open_array(store=root, path=f"versions/v{new_version:06d}/Q", mode="r+")
     r0, r1 = grid.rows(i)
-    c0, _ = grid.cols(g)
+    c0, _ = grid.cols(i, g)
     out = []
-    for k, j in enumerate(grid.blocks(g)):
+    for k, j in enumerate(grid.blocks(i, g)):
         b0, b1 = j * grid.c, min(grid.V, (j + 1) * grid.c)
         part = piece[:, b0 - c0 : b1 - c0]
         if isinstance(part, np.ndarray):
@@ -444,7 +452,11 @@ def _write_group(
         if lo < hi:
             block[d - r0, d - b0] = exact
         arr[r0:r1, b0:b1] = block
-        out.append((i, j, int(np.count_nonzero(block))))
+        nnz = int(np.count_nonzero(block))
+        out.append((i, j, nnz))
+        if j != i:
+            arr[b0:b1, r0:r1] = block.T
+            out.append((j, i, nnz))
     return out
 
 
@@ -462,7 +474,7 @@ def _chains(parts: list[Any], grid: _Grid) -> list[Any]:
 
     link = delayed(_accumulate_piece, pure=True, nout=2)
     barrier = delayed(_barrier, pure=True)
-    bounds = [(*grid.rows(i), *grid.cols(g)) for i, g in grid.groups]
+    bounds = [(*grid.rows(i), *grid.cols(i, g)) for i, g in grid.groups]
     accs: list[Any] = [None] * len(bounds)
     barriers: list[Any] = []
     for k, part in enumerate(parts):
@@ -848,7 +860,7 @@ def _accumulate(
         totals = _chains([delayed(_part_of, pure=True)(p) for p in parts], grid)
         stats_d = _tree(_sum_stats, [delayed(_stats_of, pure=True)(p) for p in parts])
         for (i, g), total in zip(grid.groups, totals):
-            old = np.array([head_bv[i, j] for j in grid.blocks(g)], dtype=np.int64)
+            old = np.array([head_bv[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
             writes.append(
                 delayed(_write_group, pure=True)(
                     total, stats_d, store.path, old, txn.number, grid, i, g
