@@ -28,13 +28,18 @@ def corpus(tmp_path_factory):
     return A, d
 
 
-def test_em_kernels_match_numpy():
-    rng = np.random.default_rng(0)
-    beta = rng.dirichlet(np.full(200, 0.1), 6)
-    H = sp.random(40, 200, density=0.1, format="csr", random_state=1,
-                  data_rvs=lambda n: rng.integers(1, 5, n).astype(float))
+def _random_problem(seed, n_docs, n_words, n_topics, density, max_count):
+    """Random topics β (K×V) and counts H (CSR), the kernels' CSR arrays and βᵀ."""
+    rng = np.random.default_rng(seed)
+    beta = rng.dirichlet(np.full(n_words, 0.1), n_topics)
+    H = sp.random(n_docs, n_words, density=density, format="csr", random_state=seed + 1,
+                  data_rvs=lambda n: rng.integers(1, max_count, n).astype(float))
     args = (H.indptr.astype(np.int64), H.indices.astype(np.int32), H.data)
-    bt = np.ascontiguousarray(beta.T)
+    return beta, H, args, np.ascontiguousarray(beta.T), rng
+
+
+def test_em_kernels_match_numpy():
+    beta, H, args, bt, _ = _random_problem(0, 40, 200, 6, 0.1, 5)
     theta = np.empty((40, 6))
     em_theta(*args, bt, 0.01, 1e-12, 5000, theta)
     ref = np.vstack([infer_topics(beta, H[i], tol=1e-12, max_iter=5000) for i in range(40)])
@@ -51,12 +56,7 @@ def test_em_kernels_match_numpy():
 
 def test_warm_start_reaches_the_same_theta_with_less_work():
     """θ's MAP estimate is unique (α > 0): a warm start changes the iterations, not θ."""
-    rng = np.random.default_rng(4)
-    beta = rng.dirichlet(np.full(300, 0.1), 7)
-    H = sp.random(60, 300, density=0.08, format="csr", random_state=2,
-                  data_rvs=lambda n: rng.integers(1, 4, n).astype(float))
-    args = (H.indptr.astype(np.int64), H.indices.astype(np.int32), H.data)
-    bt = np.ascontiguousarray(beta.T)
+    _, _, args, bt, rng = _random_problem(4, 60, 300, 7, 0.08, 4)
     cold = np.empty((60, 7))
     n_cold = em_theta(*args, bt, 0.1, 1e-13, 20000, cold)
     near = cold + rng.normal(0, 1e-3, cold.shape)
