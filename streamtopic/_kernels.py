@@ -144,12 +144,10 @@ def em_theta(
         for e in range(p0, p1):
             nd += data[e]
         th = theta[d]
-        if not warm:
+        if not warm or nd == 0.0:
             for k in range(K):
                 th[k] = 1.0 / K
         if nd == 0.0:
-            for k in range(K):
-                th[k] = 1.0 / K
             continue
         for _ in range(max_iter):
             total += 1

@@ -47,6 +47,14 @@ def current_client() -> Any | None:
         return None
 
 
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover
+        return max(1, os.cpu_count() or 1)
+
+
 def n_workers() -> int:
     """Parallel slots of the active scheduler (worker threads, or local cores)."""
     client = current_client()

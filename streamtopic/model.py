@@ -22,7 +22,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -272,6 +272,8 @@ class AnchorTopicModel:
         if client is not None:
             with client.as_current():
                 return self.fit(X, y)
+        import zarr
+
         self._validate()
         store = _open_store(X)
         if store.n_docs == 0:
@@ -284,15 +286,16 @@ class AnchorTopicModel:
         seconds: dict[str, float] = {}
         rect_info: dict[str, Any] | None = None
         self._in_memory_q = None
-        self._load_q = store.read_dense
         try:
-            Q = store.Q
+            Q, load = store.Q, store.read_dense
             if self.rectify != "none":
                 t0 = time.perf_counter()
                 Q, rect_info = self._rectified(store, scratch)
                 seconds["rectify"] = time.perf_counter() - t0
+                path = rect_info["path"]
+                load = lambda: read_array_dense(zarr.open_array(path, mode="r"))  # noqa: E731
 
-            Q, Q_held = self._maybe_in_memory(Q)
+            Q, Q_held = self._maybe_in_memory(Q, load)
             t0 = time.perf_counter()
             if self.anchor_method == "qr":
                 p, norms = self._row_stats(Q)
@@ -385,10 +388,7 @@ class AnchorTopicModel:
         once per store version and settings and reused by later fits."""
         import dask.array as da
 
-        import zarr
-
-        from .cluster import current_client
-        from .rectification import AP_DENSE_COPIES, DENSE_COPIES, rectify
+        from .rectification import rectify
 
         K = int(self.n_topics)
         key = (f"v{store.version:06d}-K{K}-{self.rectify}-{int(self.rectify_iters)}"
@@ -404,15 +404,9 @@ class AnchorTopicModel:
             for old in os.listdir(root):  # arrays of older versions of the store
                 if not old.startswith(f"v{store.version:06d}-"):
                     shutil.rmtree(os.path.join(root, old), ignore_errors=True)
-            # in memory (Q read straight into one array) when its copies fit the budget and
-            # no cluster runs the fit; otherwise out of core, over the store's blocks
-            copies = DENSE_COPIES if self.rectify == "dr" else AP_DENSE_COPIES
-            in_memory = (current_client() is None
-                         and copies * 8 * store.V ** 2 <= int(self.memory_budget))
-            res = rectify(store.read_dense() if in_memory else store.Q, K, path,
-                          method=self.rectify, n_iter=int(self.rectify_iters),
+            res = rectify(store, K, path, method=self.rectify, n_iter=int(self.rectify_iters),
                           seed=self.seed if self.seed is not None else 0,
-                          memory_budget=int(self.memory_budget), in_memory=in_memory,
+                          memory_budget=int(self.memory_budget),
                           scratch=os.path.join(scratch, "rectify"), progress=self.progress,
                           keep_array=self._fits_in_memory(store.V))
             info.update(reused=False, movement=[float(m) for m in res.movement],
@@ -421,20 +415,20 @@ class AnchorTopicModel:
         self._q_bytes = _disk_bytes(path)
         if not info["reused"] and res.array is not None:
             self._in_memory_q = res.array  # the fit need not read it back
-        self._load_q = lambda: read_array_dense(zarr.open_array(path, mode="r"))
         return da.from_zarr(path), info
 
-    def _maybe_in_memory(self, Q: Any) -> tuple[Any, np.ndarray | None]:
+    def _maybe_in_memory(
+        self, Q: Any, load: Callable[[], np.ndarray]
+    ) -> tuple[Any, np.ndarray | None]:
         """Q read once into memory when three dense V×V copies fit ``memory_budget`` and no
         distributed cluster runs the fit (a cluster's workers read the store instead:
         nothing of size V×V goes through its scheduler). Every later pass then costs
         arithmetic only, not reading and decompressing Q.
 
-        Returns the Q the passes use (a dask array, over the held array when held) and the
-        held V×V array itself (None when Q stays in the store)."""
+        ``load`` reads Q into memory. Returns the Q the passes use (a dask array, over the
+        held array when held) and the held V×V array itself (None when Q stays in the
+        store)."""
         import dask.array as da
-
-        from .cluster import compute
 
         held = getattr(self, "_in_memory_q", None)
         self._in_memory_q = None
@@ -442,7 +436,7 @@ class AnchorTopicModel:
             if not self._fits_in_memory(Q.shape[0]):
                 return Q, None
             t0 = time.perf_counter()
-            held = self._load_q()
+            held = load()
             log.info("load Q: %.2f s, %.1f MiB read", time.perf_counter() - t0,
                      self._q_bytes / 2**20)
         self._q_bytes = 0

@@ -1086,9 +1086,10 @@ def rectify(
 
     Parameters
     ----------
-    Q : dask.array or ndarray of shape (V, V)
-        The symmetric co-occurrence estimate (e.g. ``store.Q``), normalised to sum 1. It is
-        taken as symmetric: only its blocks on and above the diagonal are read (blocks of
+    Q : CooccurrenceStore, dask.array or ndarray of shape (V, V)
+        The symmetric co-occurrence estimate, normalised to sum 1: a store (its ``Q``; the
+        in-memory path reads it with :meth:`~CooccurrenceStore.read_dense`) or an array. It
+        is taken as symmetric: only its blocks on and above the diagonal are read (blocks of
         the chunk size out of core, of ``DENSE_BLOCK`` in memory).
     n_topics : int
         K, the rank of the PSD projection (1 <= K < V).
@@ -1108,7 +1109,8 @@ def rectify(
         ``DENSE_COPIES`` (6, DR) V×V float64 arrays fit.
     in_memory : bool, optional
         Force the in-memory (True) or out-of-core (False) path; None chooses by
-        ``memory_budget``.
+        ``memory_budget``, and out of core whenever a distributed client is active (its
+        workers read the blocks; nothing V×V goes to the client).
     scratch : path, optional
         Directory for the out-of-core path's scratch arrays (a unique subdirectory is made
         and removed). Default: beside ``out``. Workers must be able to read it. Out-of-core
@@ -1134,7 +1136,11 @@ def rectify(
     if method not in RECTIFY_METHODS:
         raise ValueError(f"method={method!r}: expected one of {', '.join(RECTIFY_METHODS)}")
     n_iter = _check_int("n_iter", n_iter, 0)
-    Q, is_dask, chunk = _as_input(Q)
+    from .cluster import current_client
+    from .store import CooccurrenceStore
+
+    store = Q if isinstance(Q, CooccurrenceStore) else None
+    Q, is_dask, chunk = _as_input(store.Q if store is not None else Q)
     V = int(Q.shape[0])
     K = _check_int("n_topics", n_topics, 1, V)
     memory_budget = _check_int("memory_budget", memory_budget, 1)
@@ -1159,7 +1165,7 @@ def rectify(
         raise ValueError(f"seed={seed!r}: not a valid seed ({exc})") from None
     if in_memory is None:
         copies = DENSE_COPIES if method == "dr" else AP_DENSE_COPIES
-        in_memory = copies * 8 * V * V <= memory_budget
+        in_memory = current_client() is None and copies * 8 * V * V <= memory_budget
     in_memory = bool(in_memory)
     if method == "none":
         n_iter = 0
@@ -1177,7 +1183,10 @@ def rectify(
         arr = zarr.create_array(store=tmp, shape=(V, V), chunks=(chunk, chunk), dtype="f8",
                                 fill_value=0.0, compressors=None)
         del arr
-        if in_memory:
+        if in_memory and store is not None:  # the store's blocks decoded straight into place
+            dense = _run_in_memory(store.read_dense(), False, K, method, n_iter, rng, run, tmp,
+                                   progress)
+        elif in_memory:
             dense = _run_in_memory(Q, is_dask, K, method, n_iter, rng, run, tmp, progress)
         else:
             base = scratch or parent
@@ -1219,19 +1228,12 @@ def _seed_attr(seed: Any) -> Any:
     return int(seed) if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) else None
 
 
-def _n_threads() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover
-        return max(1, os.cpu_count() or 1)
-
-
 def _run_in_memory(Q: Any, is_dask: bool, K: int, method: str, n_iter: int,
                    rng: np.random.Generator, run: _Run, tmp: str, progress: bool) -> np.ndarray:
     import zarr
     from threadpoolctl import threadpool_limits
 
-    from .cluster import compute, current_client
+    from .cluster import compute, current_client, usable_cores
 
     if is_dask and current_client() is None:
         # each block straight into its place: no concatenated copy
@@ -1250,7 +1252,7 @@ def _run_in_memory(Q: Any, is_dask: bool, K: int, method: str, n_iter: int,
     Qd = np.asarray(Qd, dtype=np.float64)  # read only: only its upper-triangle blocks are used
     if not np.all(np.isfinite(Qd)):
         raise ValueError("Q: contains NaN or infinite values")
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(_n_threads()) as pool:
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(usable_cores()) as pool:
         engine = _DenseEngine(Qd, pool, f"rectify {method}")
         res = np.empty(Qd.shape)
         if method == "dr" and n_iter > 0:

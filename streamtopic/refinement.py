@@ -92,9 +92,8 @@ def _partition_counts(
         indices = H.indices.astype(np.int32)
         data = H.data.astype(np.float64)
         n = H.shape[0]
-        warm = start is not None and start.shape[1] == K and row + n <= start.shape[0]
-        theta = (np.array(start[row:row + n], dtype=np.float64) if warm
-                 else np.empty((n, K)))
+        warm = start is not None
+        theta = np.array(start[row:row + n], dtype=np.float64) if warm else np.empty((n, K))
         row += n
         iters += em_theta(indptr, indices, data, beta_t, alpha, THETA_TOL, THETA_MAX_ITER,
                           theta, warm)

@@ -176,17 +176,12 @@ def read_array_dense(
     if block_versions is not None:  # open every version's array once, before the threads
         for i, j in blocks:
             source(i, j)
-    n = threads or _usable_cores()
+    from .cluster import usable_cores
+
+    n = threads or usable_cores()
     with ThreadPoolExecutor(max(1, min(n, len(blocks)))) as pool:
         list(pool.map(job, blocks))
     return out
-
-
-def _usable_cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover
-        return max(1, os.cpu_count() or 1)
 
 
 def _q_block_task(
@@ -541,10 +536,7 @@ class CooccurrenceStore:
         try:
             self._reload()
             self.cleanup()
-            number = self.version + 1
-            # cleanup() removed it already unless it was referenced, which a staging
-            # version never is; a directory left by a kill mid-creation is not a zarr group
-            shutil.rmtree(os.path.join(self.path, _vname(number)), ignore_errors=True)
+            number = self.version + 1  # cleanup() removed any debris of an earlier round
             txn = Transaction(self, number, lock)
             self._staging_q(txn, create=True)
             return txn
