@@ -12,15 +12,18 @@ For each corpus size (tokens), the script
    with scipy;
 
 and records wall time, tokens per second and the peak RSS of each subprocess' whole tree (the
-process and all its descendants, their RSS summed, polled every 50 ms). On the smallest size
-it checks that the store's Q equals the baseline's.
+process and all its descendants, their RSS summed, polled every 50 ms). Each side runs
+``--repeats`` times (default 3), the two sides interleaved; the median wall time counts, and
+the peak RSS is the highest of the runs. On the smallest size it checks that the store's Q
+equals the baseline's.
 
 Targets (reported, never fatal): peak RSS of the streaming run at the largest size within
 1.3× of that at the smallest; streaming tokens/s ÷ baseline tokens/s ≥ 1.0 at every size.
 
 Usage::
 
-    python benchmarks/ingest.py [--sizes 1e6,4e6,16e6] [--out PATH] [--workdir DIR] [--keep]
+    python benchmarks/ingest.py [--sizes 1e6,4e6,16e6] [--repeats 3] [--out PATH] [--workdir DIR]
+                                [--keep]
 
 Prints the results as JSON and writes them to ``benchmarks/results/ingest.json`` (or --out).
 """
@@ -185,7 +188,18 @@ def streamtopic_cmd() -> list[str]:
 _SECONDS = re.compile(r"^\s+([0-9.]+) s\s*$", re.MULTILINE)
 
 
-def bench_size(tokens: int, workdir: str, A: np.ndarray, verify: bool) -> dict[str, Any]:
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median wall time, with every run's wall time and the peak RSS over all."""
+    ordered = sorted(runs, key=lambda r: r["wall_seconds"])
+    out = dict(ordered[(len(ordered) - 1) // 2])
+    out["wall_seconds_runs"] = [r["wall_seconds"] for r in runs]
+    out["peak_rss_bytes"] = max(r["peak_rss_bytes"] for r in runs)
+    return out
+
+
+def bench_size(
+    tokens: int, workdir: str, A: np.ndarray, verify: bool, repeats: int
+) -> dict[str, Any]:
     from streamtopic import read_corpus
     from streamtopic.synth import write_corpus
 
@@ -206,20 +220,24 @@ def bench_size(tokens: int, workdir: str, A: np.ndarray, verify: bool) -> dict[s
     cmd = streamtopic_cmd() + [
         "ingest", corpus, "--store", store, "-q", "--min-df", "1", "--max-df", "1.0",
     ]
-    stream = run_measured(cmd)
-    m = _SECONDS.search(stream.pop("stdout"))
-    stream["ingest_reported_seconds"] = float(m.group(1)) if m else None
+    streams, bases = [], []
+    for rep in range(repeats):  # interleaved, so that the machine's drift hits both alike
+        shutil.rmtree(store, ignore_errors=True)
+        stream = run_measured(cmd)
+        m = _SECONDS.search(stream.pop("stdout"))
+        stream["ingest_reported_seconds"] = float(m.group(1)) if m else None
+        streams.append(stream)
+        base = run_measured([sys.executable, os.path.abspath(__file__), "--baseline", corpus])
+        base.update(json.loads(base.pop("stdout").strip().splitlines()[-1]))
+        bases.append(base)
+        print(f"[{tag}] run {rep + 1}: ingest {stream['wall_seconds']:.2f} s "
+              f"(peak RSS {stream['peak_rss_bytes'] / 2**20:.0f} MiB), baseline "
+              f"{base['wall_seconds']:.2f} s (peak RSS {base['peak_rss_bytes'] / 2**20:.0f} MiB)",
+              file=sys.stderr)
+    stream, base = _median_run(streams), _median_run(bases)
     stream["tokens_per_second"] = n_tokens / stream["wall_seconds"]
     stream["command"] = " ".join(os.path.basename(c) if i == 0 else c for i, c in enumerate(cmd))
-    print(f"[{tag}] ingest: {stream['wall_seconds']:.1f} s, "
-          f"peak RSS {stream['peak_rss_bytes'] / 2**20:.0f} MiB", file=sys.stderr)
-
-    base = run_measured([sys.executable, os.path.abspath(__file__), "--baseline", corpus])
-    inner = json.loads(base.pop("stdout").strip().splitlines()[-1])
-    base.update(inner)
     base["tokens_per_second"] = n_tokens / base["wall_seconds"]
-    print(f"[{tag}] baseline: {base['wall_seconds']:.1f} s, "
-          f"peak RSS {base['peak_rss_bytes'] / 2**20:.0f} MiB", file=sys.stderr)
 
     ratio = stream["tokens_per_second"] / base["tokens_per_second"]
     inner_base = base["load_seconds"] + base["compute_seconds"]
@@ -345,6 +363,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--workdir", default=None,
                         help="Where corpora and stores go (default: a new directory in /tmp).")
     parser.add_argument("--keep", action="store_true", help="Keep the generated corpora.")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="Runs of each side per size, interleaved; the median counts "
+                             "(default 3).")
     parser.add_argument("--baseline", metavar="HDF5", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.baseline:
@@ -361,7 +382,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     runs = []
     try:
         for i, tokens in enumerate(args.sizes):
-            runs.append(bench_size(tokens, workdir, A, verify=(i == 0)))
+            runs.append(bench_size(tokens, workdir, A, verify=(i == 0), repeats=args.repeats))
     finally:
         if not args.keep:
             for name in os.listdir(workdir):
@@ -388,7 +409,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "rss_method": f"sum of RSS over the process and all descendants, polled every "
                       f"{POLL_SECONDS * 1000:.0f} ms; peak",
         "ratio_definition": "streaming tokens/s / baseline tokens/s, both from subprocess wall "
-                            "time (startup included)",
+                            "time (startup included), each the median of --repeats runs "
+                            "interleaved with the other side's",
+        "repeats": args.repeats,
         "runs": runs,
         "targets": {
             "rss": {

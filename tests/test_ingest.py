@@ -365,3 +365,78 @@ def test_accumulation_links_dense_and_sparse_paths_agree(bounds):
     assert isinstance(first, np.ndarray)  # 15% dense documents fill the rectangle
     empty, _ = _accumulate_piece(None, None, bounds)
     assert empty is None
+
+
+def _random_part(seed: int, n_docs: int = 300, V: int = 700):
+    from streamtopic.cooccurrence import _make_part
+
+    rng = np.random.default_rng(seed)
+    H = sp.random(n_docs, V, density=0.03, format="csr", random_state=seed,
+                  data_rvs=lambda n: rng.integers(1, 5, n).astype(float))
+    H = H[np.asarray(H.sum(axis=1)).ravel() >= 2]
+    return H, _make_part(H)[0]
+
+
+@pytest.mark.parametrize("bounds", [(0, 700, 0, 700), (0, 300, 300, 700), (650, 700, 0, 10),
+                                    (100, 101, 100, 101), (5, 600, 590, 600)])
+def test_compiled_pair_kernel_equals_numba_and_scipy(bounds):
+    """The C pair kernels (``streamtopic._pairs``, what ingest uses) give exactly the numba
+    kernels' sums and pair counts (same order of additions), and scipy's product to 1e-13."""
+    import streamtopic._pairs as c_kernels
+    from streamtopic import _kernels as numba_kernels
+    from streamtopic.cooccurrence import pair_kernels
+
+    assert pair_kernels() == (c_kernels.add_pairs_dense, c_kernels.count_pairs)
+    H, part = _random_part(7)
+    r0, r1, c0, c1 = bounds
+    args = (part.indptr, part.indices, part.data, part.w, r0, r1, c0, c1)
+    got = np.full((r1 - r0, c1 - c0), 0.5)  # adds into what is there
+    ref = got.copy()
+    c_kernels.add_pairs_dense(got, *args)
+    numba_kernels.add_pairs_dense(ref, *args)
+    assert np.array_equal(got, ref)
+    n = np.asarray(H.sum(axis=1)).ravel()
+    full = (H.T @ sp.diags(1.0 / (n * (n - 1))) @ H).toarray()
+    np.testing.assert_allclose(got - 0.5, full[r0:r1, c0:c1], rtol=1e-13, atol=1e-16)
+    count = c_kernels.count_pairs(part.indptr, part.indices, r0, r1, c0, c1)
+    assert count == numba_kernels.count_pairs(part.indptr, part.indices, r0, r1, c0, c1)
+    Hd = (H > 0).astype(np.int64)
+    assert count == int((Hd[:, r0:r1].T @ Hd[:, c0:c1]).sum())
+
+
+def test_compiled_pair_kernel_rejects_bad_arrays():
+    """Wrong dtypes, shapes or unsorted ids are errors, never out-of-bounds writes."""
+    from streamtopic._pairs import add_pairs_dense, count_pairs
+
+    _, part = _random_part(8, n_docs=50, V=100)
+    ok = (part.indptr, part.indices, part.data, part.w)
+    with pytest.raises(TypeError, match="indices"):
+        add_pairs_dense(np.zeros((100, 100)), part.indptr, part.indices.astype(np.int64),
+                        part.data, part.w, 0, 100, 0, 100)
+    with pytest.raises(TypeError, match="acc"):
+        add_pairs_dense(np.zeros((100, 100), np.float32), *ok, 0, 100, 0, 100)
+    with pytest.raises(TypeError, match="acc"):
+        add_pairs_dense(np.zeros((100, 200))[:, ::2], *ok, 0, 100, 0, 100)
+    with pytest.raises(ValueError, match="shape"):
+        add_pairs_dense(np.zeros((100, 99)), *ok, 0, 100, 0, 100)
+    with pytest.raises(ValueError, match="w"):
+        add_pairs_dense(np.zeros((100, 100)), part.indptr, part.indices, part.data,
+                        part.w[:-1], 0, 100, 0, 100)
+    doc = int(np.argmax(np.diff(part.indptr) >= 2))
+    bad = part.indices.copy()
+    p = part.indptr[doc]
+    bad[p], bad[p + 1] = bad[p + 1], bad[p]
+    acc = np.zeros((100, 100))
+    with pytest.raises(ValueError, match="increase"):
+        add_pairs_dense(acc, part.indptr, bad, part.data, part.w, 0, 100, 0, 100)
+    with pytest.raises(ValueError, match="increase"):
+        count_pairs(part.indptr, bad, 0, 100, 0, 100)
+    assert not acc.any()  # checked before anything is added
+
+
+def test_transposed_copy():
+    from streamtopic.cooccurrence import _transposed
+
+    x = np.random.default_rng(0).random((130, 77))
+    t = _transposed(x)
+    assert t.flags.c_contiguous and np.array_equal(t, x.T)
