@@ -65,6 +65,15 @@ def n_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+def worker_addresses() -> list[str]:
+    """Addresses of the current client's workers, sorted (empty without a client)."""
+    client = current_client()
+    if client is None:
+        return []
+    info = client.scheduler_info(n_workers=-1) if _takes_n_workers(client) else client.scheduler_info()
+    return sorted(info.get("workers", {}))
+
+
 def _takes_n_workers(client: Any) -> bool:
     import inspect
 

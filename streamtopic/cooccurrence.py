@@ -30,6 +30,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,10 +41,13 @@ from .corpus import Corpus, CorpusError, DocChunk, _uci_header, read_corpus
 from .store import CooccurrenceStore, StoreError, read_q_block
 from .vocabulary import Tokenizer, TermStats, Vocabulary, read_vocab_file, validate_pruning
 
-__all__ = ["IngestReport", "ingest", "document_cooccurrence", "GROUP_BYTES", "SPLIT_EVERY"]
+__all__ = [
+    "IngestReport", "ingest", "document_cooccurrence", "GROUP_BYTES", "SPLIT_EVERY", "SYNC_EVERY",
+]
 
 GROUP_BYTES = 128 * 2**20  # dense bytes of Q one reduction group covers at most
-SPLIT_EVERY = 2  # fan-in of the reduction trees: pairwise sums free partials soonest
+SPLIT_EVERY = 8  # fan-in of the reduction trees (few tasks; partials are small)
+SYNC_EVERY = 4  # rounds of accumulation links per barrier (chains stay within 2 blocks)
 DENSE_FRACTION = 0.25  # a partial piece denser than this is summed as a dense array
 
 DEFAULT_MIN_DF = 5
@@ -382,7 +386,7 @@ def pair_kernels() -> tuple[Any, Any]:
 
 def _accumulate_piece(
     acc: Any, part: _Part | None, bounds: tuple[int, int, int, int], *tickets: None
-) -> tuple[Any, None]:
+) -> Any:
     """One link of a group's accumulation chain: ``acc`` (the previous link's result, which
     only this link consumes) plus the partition's contribution to the group's rectangle
     ``bounds = (r0, r1, c0, c1)`` of Q.
@@ -391,11 +395,11 @@ def _accumulate_piece(
     compiled pair kernel: no intermediate sparse product). A sparse running sum (a group whose
     part of Q is still mostly empty) adds scipy's sparse product and turns dense past
     ``DENSE_FRACTION``; a group whose first partition already fills a quarter of it starts
-    dense. In-place is safe: a link's input is read by no other task, and a failed link aborts
-    the whole round (nothing is written), so nothing can be counted twice. ``tickets`` only
-    order the work. Returns ``(sum, None)``; the None is this link's ticket."""
+    dense. In-place is safe: a link's input is read by no other task (a ticket only waits for
+    it), and a failed link aborts the whole round (nothing is written), so nothing can be
+    counted twice. ``tickets`` only order the work. Returns the new sum."""
     if part is None or part.nnz == 0:
-        return acc, None
+        return acc
     add_pairs_dense, count_pairs = pair_kernels()
     r0, r1, c0, c1 = bounds
     area = (r1 - r0) * (c1 - c0)
@@ -405,11 +409,17 @@ def _accumulate_piece(
         acc = np.zeros((r1 - r0, c1 - c0))
     if isinstance(acc, np.ndarray):
         add_pairs_dense(acc, part.indptr, part.indices, part.data, part.w, r0, r1, c0, c1)
-        return acc, None
+        return acc
     piece = _group_product(part, r0, r1, c0, c1)
     if piece.nnz == 0:
-        return acc, None
-    return _add_piece(acc, piece), None
+        return acc
+    return _add_piece(acc, piece)
+
+
+def _ticket(acc: Any) -> None:
+    """Empty task, run beside a link: done when the link is done (a barrier waits for
+    tickets, not for the running sums themselves, which would have to travel)."""
+    return None
 
 
 def _barrier(*tickets: None) -> None:
@@ -432,7 +442,9 @@ def _write_group(
     each block (i, j) also transposed into its mirror image (j, i); diagonal entries become
     the head's plus the round's exact Σ_d (h_i² − h_i) w_d.
 
-    The only writer of these blocks (and of their mirror images) in this round. Returns
+    The only writer of these blocks (and of their mirror images) in this round. A mirror is
+    transposed and encoded in a second thread while the block itself is written (the writes
+    end the ingest, when a worker's neighbours may have nothing left to do). Returns
     (i, j, nnz) for each block written.
     """
     import zarr
@@ -443,36 +455,46 @@ def _write_group(
     r0, r1 = grid.rows(i)
     c0, _ = grid.cols(i, g)
     out = []
-    for k, j in enumerate(grid.blocks(i, g)):
-        b0, b1 = j * grid.c, min(grid.V, (j + 1) * grid.c)
-        part = piece[:, b0 - c0 : b1 - c0]
-        if isinstance(part, np.ndarray):
-            if not part.any():
-                continue
-        elif part.nnz == 0:
-            continue
-        lo, hi = max(r0, b0), min(r1, b1)
-        d = np.arange(lo, hi)
-        if old_versions[k] <= 0 and isinstance(part, np.ndarray):
-            # a new block: the round's sum is the block (this task is the only reader of
-            # ``piece``; the diagonal is set, not added, so a rerun writes the same)
-            block = part
-            block[d - r0, d - b0] = stats.diag[d]
-        else:
-            block = read_q_block(root, int(old_versions[k]), slice(r0, r1), slice(b0, b1))
-            exact = block[d - r0, d - b0] + stats.diag[d]
+    with ThreadPoolExecutor(1) as beside:
+        mirrors = []
+        for k, j in enumerate(grid.blocks(i, g)):
+            b0, b1 = j * grid.c, min(grid.V, (j + 1) * grid.c)
+            part = piece[:, b0 - c0 : b1 - c0]
             if isinstance(part, np.ndarray):
-                block += part
+                if not part.any():
+                    continue
+            elif part.nnz == 0:
+                continue
+            lo, hi = max(r0, b0), min(r1, b1)
+            d = np.arange(lo, hi)
+            if old_versions[k] <= 0 and isinstance(part, np.ndarray):
+                # a new block: the round's sum is the block (this task is the only reader of
+                # ``piece``; the diagonal is set, not added, so a rerun writes the same)
+                block = part
+                block[d - r0, d - b0] = stats.diag[d]
             else:
-                _add_sparse_into(block, part.tocsr())
-            block[d - r0, d - b0] = exact
-        arr[r0:r1, b0:b1] = block
-        nnz = int(np.count_nonzero(block))
-        out.append((i, j, nnz))
-        if j != i:
-            arr[b0:b1, r0:r1] = _transposed(block)
-            out.append((j, i, nnz))
+                block = read_q_block(root, int(old_versions[k]), slice(r0, r1), slice(b0, b1))
+                exact = block[d - r0, d - b0] + stats.diag[d]
+                if isinstance(part, np.ndarray):
+                    block += part
+                else:
+                    _add_sparse_into(block, part.tocsr())
+                block[d - r0, d - b0] = exact
+            if j != i:
+                mirrors.append(beside.submit(_write_mirror, arr, block, b0, b1, r0, r1))
+            arr[r0:r1, b0:b1] = block
+            nnz = int(np.count_nonzero(block))
+            out.append((i, j, nnz))
+            if j != i:
+                out.append((j, i, nnz))
+        for m in mirrors:
+            m.result()  # raises what the mirror's write raised
     return out
+
+
+def _write_mirror(arr: Any, block: np.ndarray, b0: int, b1: int, r0: int, r1: int) -> None:
+    """Write ``block`` (rows r0:r1, columns b0:b1 of Q) transposed into its mirror image."""
+    arr[b0:b1, r0:r1] = _transposed(block)
 
 
 def _transposed(block: np.ndarray, rows: int = 64) -> np.ndarray:
@@ -485,31 +507,52 @@ def _transposed(block: np.ndarray, rows: int = 64) -> np.ndarray:
     return out
 
 
-def _chains(parts: list[Any], grid: _Grid) -> list[Any]:
+def _chains(parts: list[Any], grid: _Grid, homes: Sequence[str] = ()) -> list[Any]:
     """Sum each group's contributions along a linear chain of tasks, rounds in step.
 
     Link (k, g) adds partition k into group g's running sum. The links of one round run in
-    parallel; a link of round k also waits for the barrier of round k − 2 (every link of that
-    round done), so that the chains stay within two rounds of each other: memory holds one
-    running sum per group plus a few partitions' documents, however many partitions there
-    are, and no running sum ever moves to another group's worker. Returns the final sum of
-    each group.
+    parallel. Rounds come in blocks of ``SYNC_EVERY``; a barrier waits for every link of a
+    block's last round, and the links of block m also wait for the barrier of block m − 2, so
+    the chains stay within two blocks of each other: memory holds one running sum per group
+    plus at most 2 × ``SYNC_EVERY`` partitions' documents, however many partitions there are,
+    and no running sum ever moves to another group's worker. Returns the final sum of each
+    group.
+
+    On a distributed cluster, ``homes`` (worker addresses) spreads the chains: chain g
+    prefers worker ``homes[g mod len(homes)]`` (a loose restriction: any worker takes over if
+    that one is lost). Left alone, the scheduler puts every chain where partition 0 was
+    read, since all chains start from it, and then one worker holds all the running sums
+    and does all the adding.
     """
+    import dask
     from dask import delayed
 
-    link = delayed(_accumulate_piece, pure=True, nout=2)
+    link = delayed(_accumulate_piece, pure=True)
+    ticket = delayed(_ticket, pure=True)
     barrier = delayed(_barrier, pure=True)
     bounds = [(*grid.rows(i), *grid.cols(i, g)) for i, g in grid.groups]
     accs: list[Any] = [None] * len(bounds)
-    barriers: list[Any] = []
+    barriers: list[Any] = []  # one per block of rounds
     for k, part in enumerate(parts):
-        extra = (barriers[k - 2],) if k >= 2 else ()
+        block = k // SYNC_EVERY
+        extra = (barriers[block - 2],) if block >= 2 else ()
+        last_of_block = k % SYNC_EVERY == SYNC_EVERY - 1 or k == len(parts) - 1
         tickets = []
         for g, b in enumerate(bounds):
-            accs[g], t = link(accs[g], part, b, *extra)
-            tickets.append(t)
-        barriers.append(barrier(*tickets))
+            with dask.annotate(**_home(homes, g)):
+                accs[g] = link(accs[g], part, b, *extra)
+                if last_of_block:
+                    tickets.append(ticket(accs[g]))
+        if last_of_block:
+            barriers.append(barrier(*tickets))
     return accs
+
+
+def _home(homes: Sequence[str], g: int) -> dict[str, Any]:
+    """Dask annotations that make group g's tasks prefer its worker (none without workers)."""
+    if not homes:
+        return {}
+    return {"workers": [homes[g % len(homes)]], "allow_other_workers": True}
 
 
 def _tree(combine: Any, items: Sequence[Any]) -> Any:
@@ -873,9 +916,10 @@ def _accumulate(
 ) -> IngestReport:
     """Count the corpus into a new version of the store and commit it. ``sources`` pairs
     each input with its content hash, or None to hash it within this pass."""
+    import dask
     from dask import delayed
 
-    from .cluster import compute
+    from .cluster import compute, worker_addresses
 
     vocab = store.vocab
     grid = _make_grid(store.V, store.chunk_size)
@@ -887,15 +931,17 @@ def _accumulate(
     try:
         head_bv = store.block_versions
         writes = []
-        totals = _chains([delayed(_part_of, pure=True)(p) for p in parts], grid)
+        homes = worker_addresses()
+        totals = _chains([delayed(_part_of, pure=True)(p) for p in parts], grid, homes)
         stats_d = _tree(_sum_stats, [delayed(_stats_of, pure=True)(p) for p in parts])
-        for (i, g), total in zip(grid.groups, totals):
+        for n, ((i, g), total) in enumerate(zip(grid.groups, totals)):
             old = np.array([head_bv[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
-            writes.append(
-                delayed(_write_group, pure=True)(
-                    total, stats_d, store.path, old, txn.number, grid, i, g
+            with dask.annotate(**_home(homes, n)):
+                writes.append(
+                    delayed(_write_group, pure=True)(
+                        total, stats_d, store.path, old, txn.number, grid, i, g
+                    )
                 )
-            )
         to_hash = [delayed(_source_hash, pure=False)(src) for src, h in sources if h is None]
         written_lists, stats, new_hashes = compute(
             writes, stats_d, to_hash, progress=progress, label="co-occurrence",

@@ -234,3 +234,34 @@ def test_python_api_takes_a_client(shared_data, tmp_path):
         assert prefixes() - after_ingest  # ... and so did the fit (new kinds of tasks)
     local = st.AnchorTopicModel(5, seed=0).fit(tmp_path / "c.zarr")
     np.testing.assert_allclose(m.components_, local.components_, atol=1e-10)
+
+
+def test_accumulation_chains_are_spread_over_the_workers(cluster, shared_data, tmp_path):
+    """Every chain starts from partition 0; left to itself the scheduler would run all chains
+    (and hold all running sums) on the worker that read it. Each group's links and its writer
+    run on the group's home worker, the homes taken in turn."""
+    from collections import Counter
+
+    from distributed import Client, get_task_stream
+
+    from streamtopic.cooccurrence import _make_grid
+
+    docword = str(shared_data / "uci-kos" / "docword.kos.txt.gz")
+    with Client(scheduler_file=cluster.file, timeout="30s") as client:
+        workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+        assert len(workers) == 2
+        with get_task_stream(client) as ts:
+            st.ingest(docword, tmp_path / "s.zarr", progress=False, client=client)
+    store = st.CooccurrenceStore.open(tmp_path / "s.zarr")
+    n_groups = len(_make_grid(store.V, store.chunk_size).groups)
+    ran = Counter()
+    for task in ts.data:
+        name = task["key"] if isinstance(task["key"], str) else task["key"][0]
+        for kind in ("_accumulate_piece", "_write_group"):
+            if name.startswith(kind):
+                ran[kind, task["worker"]] += 1
+    writes = [ran["_write_group", w] for w in workers]
+    links = [ran["_accumulate_piece", w] for w in workers]
+    assert sum(writes) == n_groups >= 4
+    assert abs(writes[0] - writes[1]) <= 1  # homes in turn
+    assert min(links) >= sum(links) // 2 - sum(links) // n_groups  # about half each

@@ -352,18 +352,18 @@ def test_accumulation_links_dense_and_sparse_paths_agree(bounds):
     # two partitions, shuffled columns within rows: the part sorts them
     halves = [H[:100], H[100:]]
     parts = [_make_part(h)[0] for h in halves]
-    dense, _ = _accumulate_piece(np.zeros((r1 - r0, c1 - c0)), parts[0], bounds)
-    dense, _ = _accumulate_piece(dense, parts[1], bounds)
+    dense = _accumulate_piece(np.zeros((r1 - r0, c1 - c0)), parts[0], bounds)
+    dense = _accumulate_piece(dense, parts[1], bounds)
     np.testing.assert_allclose(dense, want, rtol=1e-13, atol=1e-16)
     sparse = sp.csr_matrix((r1 - r0, c1 - c0))
     for p in parts:
-        sparse, _ = _accumulate_piece(sparse, p, bounds)
+        sparse = _accumulate_piece(sparse, p, bounds)
     got = sparse.toarray() if sp.issparse(sparse) else sparse
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-16)
     # a fresh chain picks its path by the first partition's pair count
-    first, _ = _accumulate_piece(None, parts[0], bounds)
+    first = _accumulate_piece(None, parts[0], bounds)
     assert isinstance(first, np.ndarray)  # 15% dense documents fill the rectangle
-    empty, _ = _accumulate_piece(None, None, bounds)
+    empty = _accumulate_piece(None, None, bounds)
     assert empty is None
 
 
