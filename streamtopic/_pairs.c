@@ -75,6 +75,21 @@ static inline int64_t lower(const int32_t *indices, int64_t p0, int64_t p1, int6
     return p0;
 }
 
+/* A document's entries p0:p1 with row id in [r0, r1) (a0:a1) and with column id in [c0, c1)
+ * (b0:b1). Returns 0 when it has no entry in the row range (b0, b1 are then not set). */
+static inline int spans(const int32_t *indices, int64_t p0, int64_t p1, int64_t r0, int64_t r1,
+                        int64_t c0, int64_t c1, int64_t *a0, int64_t *a1, int64_t *b0,
+                        int64_t *b1) {
+    *a0 = lower(indices, p0, p1, r0);
+    *a1 = lower(indices, *a0, p1, r1);
+    if (*a1 == *a0) {
+        return 0;
+    }
+    *b0 = lower(indices, p0, p1, c0);
+    *b1 = lower(indices, *b0, p1, c1);
+    return 1;
+}
+
 static int check_docs(const view_t *indptr, const view_t *indices, int64_t *n_docs) {
     Py_ssize_t n = indptr->buf.len / 8;
     if (n < 1) {
@@ -130,13 +145,10 @@ static PyObject *count_pairs(PyObject *self, PyObject *args) {
     long long total = 0;
     Py_BEGIN_ALLOW_THREADS
     for (int64_t d = 0; d < n_docs; d++) {
-        int64_t p0 = ip[d], p1 = ip[d + 1];
-        int64_t a0 = lower(ix, p0, p1, r0), a1 = lower(ix, a0, p1, r1);
-        if (a1 == a0) {
-            continue;
+        int64_t a0, a1, b0, b1;
+        if (spans(ix, ip[d], ip[d + 1], r0, r1, c0, c1, &a0, &a1, &b0, &b1)) {
+            total += (long long)(a1 - a0) * (long long)(b1 - b0);
         }
-        int64_t b0 = lower(ix, p0, p1, c0), b1 = lower(ix, b0, p1, c1);
-        total += (long long)(a1 - a0) * (long long)(b1 - b0);
     }
     Py_END_ALLOW_THREADS
     release(&indptr);
@@ -182,12 +194,10 @@ static PyObject *add_pairs_dense(PyObject *self, PyObject *args) {
         for (int64_t t0 = r0; t0 < r1; t0 += TILE) {
             int64_t t1 = t0 + TILE < r1 ? t0 + TILE : r1;
             for (int64_t d = 0; d < n_docs; d++) {
-                int64_t p0 = ip[d], p1 = ip[d + 1];
-                int64_t a0 = lower(ix, p0, p1, t0), a1 = lower(ix, a0, p1, t1);
-                if (a1 == a0) {
+                int64_t a0, a1, b0, b1;
+                if (!spans(ix, ip[d], ip[d + 1], t0, t1, c0, c1, &a0, &a1, &b0, &b1)) {
                     continue;
                 }
-                int64_t b0 = lower(ix, p0, p1, c0), b1 = lower(ix, b0, p1, c1);
                 double wt = wd[d];
                 for (int64_t a = a0; a < a1; a++) {
                     double *row = out + (ix[a] - r0) * ncol - c0;
