@@ -263,12 +263,28 @@ def _make_part(Hu: sp.csr_matrix) -> tuple[_Part, np.ndarray]:
     return part, diag
 
 
+_STORE_INDEX: dict[tuple[str, str], dict[str, int]] = {}
+
+
+def _store_index(path: str, uid: str) -> dict[str, int]:
+    """The term → id map of the store at ``path`` (identity ``uid``), read from the store once
+    per process. Workers read the vocabulary from the shared store path rather than receive it
+    from another worker, which may be deep in a GIL-holding tokeniser call and slow to answer."""
+    key = (path, uid)
+    index = _STORE_INDEX.get(key)
+    if index is None:
+        index = {t: i for i, t in enumerate(CooccurrenceStore.open(path).vocab)}
+        _STORE_INDEX.clear()
+        _STORE_INDEX[key] = index
+    return index
+
+
 def _partition_partial(
-    chunks: Sequence[DocChunk], vocab: Sequence[str], grid: _Grid
+    chunks: Sequence[DocChunk], store_path: str, uid: str, grid: _Grid
 ) -> list[tuple[list[Any], _Stats]]:
     """One partition's contribution: its Q pieces per group, and its counts."""
-    V = len(vocab)
-    index = _term_index(vocab)
+    index = _store_index(store_path, uid)
+    V = len(index)
     stats = _Stats(V)
     blocks: list[sp.csr_matrix] = []
     for ch in chunks:
@@ -921,11 +937,11 @@ def _accumulate(
 
     from .cluster import compute, worker_addresses
 
-    vocab = store.vocab
     grid = _make_grid(store.V, store.chunk_size)
-    vocab_d = delayed(vocab, pure=True, traverse=False)
     parts = (
-        corpus.to_bag().map_partitions(_partition_partial, vocab_d, grid).to_delayed()
+        corpus.to_bag()
+        .map_partitions(_partition_partial, store.path, store.uid, grid)
+        .to_delayed()
     )
     txn = store.begin()
     try:
