@@ -1,6 +1,6 @@
 """``python -m streamtopic``: the command line."""
 
-from streamtopic.cli import main
+from streamtopic.cli import run
 
 if __name__ == "__main__":
-    main()
+    run()

@@ -15,7 +15,7 @@ from .cluster import scheduler as scheduler_context
 from .corpus import FORMATS, CorpusError, bundled_corpus
 from .store import StoreError
 
-__all__ = ["main"]
+__all__ = ["main", "run"]
 
 
 def _scheduler_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -564,6 +564,34 @@ def demo_path() -> None:
     click.echo(bundled_corpus())
 
 
+def run() -> None:
+    """The console entry point: :func:`main`, then a fast exit.
+
+    When a command has finished, its files are written and closed (a store's commit is an
+    atomic rename) and any cluster it started is shut down. The exit handlers run and the
+    output is flushed, then the process ends without the interpreter's teardown of every
+    imported module (numpy, scipy, zarr, dask: about 0.1 s, a tenth of a small ingest).
+    """
+    import atexit
+    import os
+
+    try:
+        main()
+        code: Any = 0
+    except SystemExit as exc:  # how click ends every command, successful or not
+        code = exc.code
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+        code = 1
+    atexit._run_exitfuncs()  # what a normal exit would run (cluster and pool shutdown)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (``| head``) or stream
+            pass
+    os._exit(0 if code is None else int(code))
+
+
 if __name__ == "__main__":  # pragma: no cover
-    main()
-    sys.exit(0)
+    run()

@@ -837,3 +837,25 @@ def test_cli_info_on_store(base_store):
     result = _cli(["info", "--json", store])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["version"] == before["version"]
+
+
+def test_console_entry_point_exit_codes_and_output(base_store, tmp_path):
+    """The installed command (``run``: ``main`` and a fast exit) keeps click's exit statuses
+    and flushes all of its output before it ends."""
+    import subprocess
+    import sys
+
+    store, before = base_store
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "streamtopic", *args],
+                              capture_output=True, text=True, timeout=120)
+
+    ok = cli("info", "--json", store)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["version"] == before["version"]  # complete, parseable
+    missing = cli("info", str(tmp_path / "nothing"))
+    assert missing.returncode == 1 and "no such store" in missing.stderr
+    usage = cli("info")
+    assert usage.returncode == 2 and "Usage" in usage.stderr
+    assert cli("--help").returncode == 0
