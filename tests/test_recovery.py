@@ -320,3 +320,29 @@ def test_zero_rows_and_small_k(solver):
     G1, B1, n1 = _kernel_problem(32, 1, n=8)
     res = solver(G1, B1, n1)
     assert res.converged.all() and (res.C == 1.0).all()
+
+
+@pytest.mark.parametrize("method", ["l2", "activeset", "admm"])
+def test_recovery_tasks_solve_in_small_sub_blocks_with_the_same_result(method, monkeypatch):
+    """A recovery task solves its rows in sub-blocks whose (rows × K) arrays stay within
+    ``SOLVE_BYTES`` (below glibc's mmap threshold, which Dask workers freeze); the rows are
+    independent problems, so the answer equals one solve over the whole block."""
+    import streamtopic.model as model_mod
+
+    R, Q = _problem(11, K=8, V=60, n=4000)
+    norms = np.einsum("ij,ij->i", Q, Q)
+    G, B = R @ R.T, Q @ R.T
+    whole = model_mod.KERNEL_SOLVERS[method](G, B, norms, tol=1e-9, max_iter=3000)
+    sizes = []
+    solver = model_mod.KERNEL_SOLVERS[method]
+
+    def spy(G_, B_, norms_, **kw):
+        sizes.append(B_.shape[0])
+        return solver(G_, B_, norms_, **kw)
+
+    monkeypatch.setitem(model_mod.KERNEL_SOLVERS, method, spy)
+    out = model_mod._kernel_block(B, norms, G=G, tol=1e-9, max_iter=3000, method=method)
+    assert len(sizes) > 1 and sum(sizes) == 4000
+    assert max(sizes) * 8 * 8 <= model_mod.SOLVE_BYTES
+    np.testing.assert_allclose(out[:, :8], whole.C, atol=1e-12)
+    np.testing.assert_array_equal(out[:, 8] > 0.5, whole.converged)
