@@ -55,23 +55,24 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def _workers(client: Any) -> dict[str, Any]:
+    """The scheduler's record of every worker of ``client``, by address."""
+    info = client.scheduler_info(n_workers=-1) if _takes_n_workers(client) else client.scheduler_info()
+    return dict(info.get("workers", {}))
+
+
 def n_workers() -> int:
     """Parallel slots of the active scheduler (worker threads, or local cores)."""
     client = current_client()
     if client is not None:
-        info = client.scheduler_info(n_workers=-1) if _takes_n_workers(client) else client.scheduler_info()
-        total = sum(w.get("nthreads", 1) for w in info.get("workers", {}).values())
-        return max(1, total)
+        return max(1, sum(w.get("nthreads", 1) for w in _workers(client).values()))
     return max(1, os.cpu_count() or 1)
 
 
 def worker_addresses() -> list[str]:
     """Addresses of the current client's workers, sorted (empty without a client)."""
     client = current_client()
-    if client is None:
-        return []
-    info = client.scheduler_info(n_workers=-1) if _takes_n_workers(client) else client.scheduler_info()
-    return sorted(info.get("workers", {}))
+    return sorted(_workers(client)) if client is not None else []
 
 
 def _takes_n_workers(client: Any) -> bool:
