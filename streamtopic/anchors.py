@@ -73,35 +73,65 @@ def projection_block(seed: int | None, j0: int, j1: int, d: int, V: int) -> sp.c
     return sp.csr_matrix((values, (flat // d, flat % d)), shape=(j1 - j0, d))
 
 
-def _sketch_block(
-    block: np.ndarray, seed: int | None, d: int, V: int, block_info: Any = None
-) -> np.ndarray:
-    """For one block Q_ij: [Q_ij P_j | row sums | row sums of squares], shape (r, 1, d+2)."""
-    (j0, j1) = block_info[0]["array-location"][1]
-    P = projection_block(seed, j0, j1, d, V)
-    out = np.empty((block.shape[0], 1, d + 2))
-    out[:, 0, :d] = (P.T @ block.T).T
-    out[:, 0, d] = block.sum(axis=1)
-    out[:, 0, d + 1] = np.einsum("ij,ij->i", block, block)
+def _sketch_part(src: Any, i: int, j: int, seed: int | None, d: int) -> tuple[np.ndarray, ...]:
+    """What block (i, j), i <= j, of the symmetric Q adds to the sketch sums: for row block
+    i, [Q_ij P_j | row sums | row sums of squares] (n_i×(d+2)); for i < j also, from
+    Q_ji = Q_ijᵀ, the same for row block j (n_j×(d+2)). One read serves both."""
+    block = src.block(i, j)
+    V = src.V
+    ri, rj = src.span(i), src.span(j)
+    Pj = projection_block(seed, rj.start, rj.stop, d, V)
+    rows = np.empty((block.shape[0], d + 2))
+    rows[:, :d] = (Pj.T @ block.T).T
+    rows[:, d] = block.sum(axis=1)
+    rows[:, d + 1] = np.einsum("ij,ij->i", block, block)
+    if i == j:
+        return (rows,)
+    Pi = projection_block(seed, ri.start, ri.stop, d, V)
+    cols = np.empty((block.shape[1], d + 2))
+    cols[:, :d] = (Pi.T.tocsr() @ block).T
+    cols[:, d] = block.sum(axis=0)
+    cols[:, d + 1] = np.einsum("ij,ij->j", block, block)
+    return rows, cols
+
+
+def _sketch_row_block(sides: tuple[int, ...], *parts: tuple[np.ndarray, ...]) -> np.ndarray:
+    """The sketch sums of one row block: the sum of its parts (``sides[k]`` picks the
+    element of ``parts[k]`` that belongs to this row block)."""
+    out = np.array(parts[0][sides[0]], copy=True)
+    for side, part in zip(sides[1:], parts[1:]):
+        out += part[side]
     return out
 
 
-def sketch_sums(Q: Any, d: int, seed: int | None) -> Any:
-    """One pass over Q (V×V dask array): a V×(d+2) dask array holding Q P (columns 0..d−1),
-    the row sums p (column d) and the row sums of squares (column d+1).
+def sketch_sums(src: Any, d: int, seed: int | None) -> Any:
+    """One pass over Q (V×V, read through ``src``, a :class:`~streamtopic.store.QBlocks`):
+    a V×(d+2) dask array holding Q P (columns 0..d−1), the row sums p (column d) and the
+    row sums of squares (column d+1), chunked by Q's row blocks.
 
     Scaling the first d columns of row i by 1/p_i gives the sketch Q̄ P (zero rows stay zero).
-    Per block the work is a sparse-times-dense product, summed over column blocks by Dask's
-    tree reduction: no task holds more than a block of Q and a block of the result.
+    Q is symmetric, so only the blocks on and above the diagonal are read: block (i, j)
+    gives Q_ij P_j to row block i and Q_ijᵀ P_i to row block j. A task holds one block of Q
+    and its parts of the result; a sum per row block adds the parts.
     """
-    V = Q.shape[0]
-    nbc = len(Q.chunks[1])
-    parts = Q.map_blocks(
-        _sketch_block, seed, d, V,
-        new_axis=2, chunks=(Q.chunks[0], (1,) * nbc, (d + 2,)),
-        dtype=np.float64, meta=np.empty((0, 0, 0)),
-    )
-    return parts.sum(axis=1)
+    import uuid
+
+    import dask.array as da
+    from dask.highlevelgraph import HighLevelGraph
+
+    nb, token = src.n_blocks, uuid.uuid4().hex[:16]
+    pname, name = f"st-sketch-parts-{token}", f"st-sketch-{token}"
+    parts = {(pname, i, j): (_sketch_part, src, i, j, seed, d)
+             for i in range(nb) for j in range(i, nb)}
+    sums = {}
+    for r in range(nb):
+        keys = [(pname, r, j) for j in range(r, nb)] + [(pname, i, r) for i in range(r)]
+        sides = tuple([0] * (nb - r) + [1] * r)
+        sums[(name, r, 0)] = (_sketch_row_block, sides, *keys)
+    graph = HighLevelGraph({pname: parts, name: sums}, {pname: set(), name: {pname}})
+    sizes = tuple(src.span(i).stop - src.span(i).start for i in range(nb))
+    return da.Array(graph, name, chunks=(sizes, (d + 2,)), dtype=np.float64,
+                    meta=np.empty((0, 0)))
 
 
 @dataclass
@@ -433,7 +463,8 @@ def _cleanup_sweep(X: np.ndarray, anchors: np.ndarray) -> tuple[np.ndarray, int]
 
     The distance of x from span(S∖{s_i}) follows from the dual basis of S: with c = S x and
     M = S Sᵀ, ‖x‖² − ‖P_S x‖² + (c M⁻¹)_i² / (M⁻¹)_ii, so each re-pick costs O(n K) after one
-    n×K product per change, never an n×d update."""
+    n×K product per change, never an n×d update. M⁻¹ and the projections are formed again
+    only after an anchor changes (O(n K²)), not for every re-pick."""
     anchors = anchors.copy()
     K = anchors.size
     norms2 = np.einsum("ij,ij->i", X, X)
@@ -441,11 +472,14 @@ def _cleanup_sweep(X: np.ndarray, anchors: np.ndarray) -> tuple[np.ndarray, int]
     C = X @ S.T  # n×K: c = S x for every point
     M = S @ S.T
     changed = 0
+    stale = True
     for i in range(K):
-        Minv = np.linalg.pinv(M, hermitian=True)
-        W = C @ Minv
-        in_span = np.einsum("ij,ij->i", W, C)  # ‖P_S x‖²
-        dist2 = norms2 - in_span + W[:, i] ** 2 / max(Minv[i, i], 1e-300)
+        if stale:
+            Minv = np.linalg.pinv(M, hermitian=True)
+            W = C @ Minv
+            base = norms2 - np.einsum("ij,ij->i", W, C)  # ‖x‖² − ‖P_S x‖²
+            stale = False
+        dist2 = base + W[:, i] ** 2 / max(Minv[i, i], 1e-300)
         dist2[np.delete(anchors, i)] = -np.inf
         best = int(np.argmax(dist2))
         if best != anchors[i]:
@@ -455,15 +489,13 @@ def _cleanup_sweep(X: np.ndarray, anchors: np.ndarray) -> tuple[np.ndarray, int]
             M[i, :] = S @ S[i]
             M[:, i] = M[i, :]
             changed += 1
+            stale = True
     return anchors, changed
 
 
 def _distance_to_others(X: np.ndarray, anchors: np.ndarray) -> np.ndarray:
-    K = anchors.size
-    out = np.empty(K)
+    """Distance of each anchor from the span of the other K−1: 1/√((M⁻¹)_ii) with
+    M = S Sᵀ, the Gram matrix of the anchors' rows S (K×d)."""
     S = X[anchors]
-    for i in range(K):
-        So = np.delete(S, i, axis=0)
-        coef, *_ = np.linalg.lstsq(So.T, S[i], rcond=None)
-        out[i] = np.linalg.norm(S[i] - So.T @ coef)
-    return out
+    Minv = np.linalg.pinv(S @ S.T, hermitian=True)
+    return 1.0 / np.sqrt(np.maximum(np.diag(Minv), 1e-300))

@@ -1,13 +1,16 @@
 """``AnchorTopicModel``: the anchor-word topic model as a scikit-learn style estimator.
 
-``fit`` runs three passes over the stored Q, each a Dask graph over its zarr blocks:
+``fit`` runs two Dask graphs over the stored Q, whose tasks read the blocks of Q they use
+themselves (:class:`~streamtopic.store.QBlocks`):
 
-1. *sketch*: row sums p and the projected sketch Q̄ P (V×d), written by the workers to a scratch
-   zarr group inside the store;
-2. *recovery*: for RecoverL2 the cross-products B = Q̄ Q̄_Sᵀ (V×K) and the K×K Gram, then the
-   simplex fits, block by block of word rows; RecoverKL fits full rows of Q̄; the original
-   Recover uses Q_{:,S} Q_SS⁻¹;
-3. *topic-topic*: R = A† Q A†ᵀ from Aᵀ Q A (K×K), with A read by the workers from scratch.
+1. *sketch*: row sums p and the projected sketch Q̄ P (V×d), from the blocks on and above
+   the diagonal (Q is symmetric), written by the workers to a scratch zarr group inside the
+   store;
+2. *recovery*, one graph of coarse tasks: the anchor columns Y = Q_{:,S} (V×K) and their
+   K×K Gram; for RecoverL2 (and its ADMM and active-set solvers) the cross-products
+   B = Q̄ Q̄_Sᵀ (V×K) and the simplex fits, by pieces of row blocks; RecoverKL fits full
+   rows of Q̄; then *topic-topic*: Aᵀ Q A (K×K) from the fitted rows as they arrive, for
+   R = A† Q A†ᵀ. The original Recover uses Q_{:,S} Q_SS⁻¹ on the client.
 
 Anchor selection runs in the client on the sketch rows of the candidates. Objects of size V×K
 or V×d move between workers and the client only through the scratch zarr group, never through
@@ -36,7 +39,7 @@ from .recovery import (
     solve_kl,
     solve_l2,
 )
-from .store import CooccurrenceStore, StoreError, read_array_dense
+from .store import CooccurrenceStore, QBlocks, StoreError, read_array_dense
 
 __all__ = ["AnchorTopicModel", "ModelError", "anchor_topic_cooccurrence"]
 
@@ -272,6 +275,12 @@ class AnchorTopicModel:
         if client is not None:
             with client.as_current():
                 return self.fit(X, y)
+        from .cluster import client_blas
+
+        with client_blas():
+            return self._fit(X)
+
+    def _fit(self, X: CooccurrenceStore | str | os.PathLike[str]) -> AnchorTopicModel:
         import zarr
 
         self._validate()
@@ -288,20 +297,24 @@ class AnchorTopicModel:
         self._in_memory_q = None
         try:
             Q, load = store.Q, store.read_dense
+            src = QBlocks.from_store(store)
             if self.rectify != "none":
                 t0 = time.perf_counter()
                 Q, rect_info = self._rectified(store, scratch)
                 seconds["rectify"] = time.perf_counter() - t0
                 path = rect_info["path"]
                 load = lambda: read_array_dense(zarr.open_array(path, mode="r"))  # noqa: E731
+                src = QBlocks.from_zarr(path)
 
             Q, Q_held = self._maybe_in_memory(Q, load)
+            if Q_held is not None:
+                src = QBlocks.from_memory(Q_held, src.chunk)
             t0 = time.perf_counter()
             if self.anchor_method == "qr":
                 p, norms = self._row_stats(Q)
                 X_points = None
             else:
-                p, norms, X_points = self._sketch(Q, scratch)
+                p, norms, X_points = self._sketch(Q, src, scratch)
             seconds["sketch"] = time.perf_counter() - t0
 
             t0 = time.perf_counter()
@@ -318,14 +331,15 @@ class AnchorTopicModel:
             seconds["anchors"] = time.perf_counter() - t0
 
             t0 = time.perf_counter()
-            A, prevalence, solver, Q_SS = self._recover(Q, p, norms, anchors, scratch)
+            A, prevalence, solver, Q_SS, AtQA = self._recover(Q, src, p, norms, anchors, scratch)
             seconds["recovery"] = time.perf_counter() - t0
 
+            # (the pass over Q for Aᵀ Q A runs within the recovery's graph)
             t0 = time.perf_counter()
             if self.topic_topic == "anchor":
                 R = anchor_topic_cooccurrence(A, anchors, Q_SS)
             else:
-                R = self._topic_cooccurrence(Q, A, scratch)
+                R = pinv_topic_cooccurrence(A, AtQA)
             seconds["topic_cooccurrence"] = time.perf_counter() - t0
 
             refined = None
@@ -459,10 +473,11 @@ class AnchorTopicModel:
         inv = _inverse(p)
         return p, np.asarray(sq, dtype=np.float64) * inv * inv
 
-    def _sketch(self, Q: Any, scratch: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _sketch(
+        self, Q: Any, src: QBlocks, scratch: str
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Row sums p (V,), squared row norms of Q̄ (V,), and the points anchors are chosen
         among (V×d: the sketch, or Q̄ itself in exact mode)."""
-        import dask.array as da
         import zarr
 
         from .cluster import compute
@@ -480,9 +495,9 @@ class AnchorTopicModel:
             return p, np.einsum("ij,ij->i", Qbar, Qbar), Qbar
         d = int(min(self.sketch_dim, V))
         path = os.path.join(scratch, "sketch")
-        sums = sketch_sums(Q, d, self.seed)
-        compute(da.to_zarr(sums, path, compute=False, overwrite=True),
-                progress=self.progress, label="sketch", bytes_read=self._q_bytes)
+        sums = sketch_sums(src, d, self.seed)
+        compute(_to_scratch(sums, path), progress=self.progress, label="sketch",
+                bytes_read=self._q_bytes)
         raw = zarr.open_array(path, mode="r")[:]
         p = raw[:, d].copy()
         inv = _inverse(p)
@@ -504,40 +519,54 @@ class AnchorTopicModel:
         return np.flatnonzero(ok)
 
     def _rows_per_block(self, V: int, chunk: int, width: int) -> int:
+        """Rows per recovery task: ``block_rows`` if given, else Q's chunk size halved until
+        there are about 8 tasks per worker (for balance: rows differ in cost) and a task's
+        (rows × width) input stays under 64 MiB. A power-of-two fraction of the chunk size
+        splits Q's row blocks without merging any two, so a task waits for one row block of
+        the product only."""
         if self.block_rows is not None:
             return int(self.block_rows)
         from .cluster import n_workers
 
         budget = max(64, int(64 * 2**20 / (8 * max(width, 1))))
-        spread = -(-V // (2 * n_workers()))
-        return int(max(64, min(chunk, budget, spread)))
+        target = min(budget, max(64, -(-V // (8 * n_workers()))))
+        rows = chunk
+        while rows > target and rows % 2 == 0 and rows // 2 >= 64:
+            rows //= 2
+        return int(rows)
 
     def _recover(
-        self, Q: Any, p: np.ndarray, norms: np.ndarray, anchors: np.ndarray, scratch: str
-    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any], np.ndarray]:
-        """A (V×K), p(z) (K,), solver statistics, and Q_SS (K×K, the anchors' entries of Q)."""
-        import dask.array as da
+        self, Q: Any, src: QBlocks, p: np.ndarray, norms: np.ndarray, anchors: np.ndarray,
+        scratch: str,
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any], np.ndarray, np.ndarray | None]:
+        """A (V×K), p(z) (K,), solver statistics, Q_SS (K×K, the anchors' entries of Q) and,
+        for ``topic_topic='pinv'``, Aᵀ Q A (K×K; else None).
+
+        ``Q`` is the dask array of Q and ``src`` reads its blocks inside tasks. For the
+        simplex solvers this is one Dask graph of coarse tasks, so that no stage waits for a
+        round trip through the client and few tasks wait for the scheduler: per block of Q
+        the anchor columns Y = Q_{:,S} (V×K); the Gram YᵀY and Q_SS (K×K); per block the
+        products B = Q Y; the fits, by pieces of a row block; and, as row blocks of the fit
+        arrive, (C diag p)ᵀ Q (C diag p) for Aᵀ Q A. Every task reads the blocks of Q it
+        uses itself, so no decoded block waits in memory for a consumer."""
         import zarr
 
         from .cluster import compute
 
         V, K = Q.shape[0], anchors.size
-        c = Q.chunks[0][0]
-        inv = _inverse(p)
-        # the anchor columns Q_{:,S} = (Q_{S,:})ᵀ, in a pass of their own, to scratch
-        S = np.sort(anchors)
-        back = np.searchsorted(S, anchors)
-        ypath = os.path.join(scratch, "Y")
-        compute(da.to_zarr(Q[:, S].rechunk((c, K)), ypath, compute=False, overwrite=True),
-                progress=self.progress, label="anchor rows", bytes_read=self._q_bytes)
-        Y = da.from_zarr(ypath)[:, back]  # V×K, anchors in the model's order
-        Q_SS = zarr.open_array(ypath, mode="r").get_orthogonal_selection(
-            (anchors, slice(None)))[:, back]
-        inv_S = inv[anchors]
+        c = src.chunk
         method = self.recover
+        rows_path = os.path.join(scratch, "rows")
+        zarr.create_array(rows_path, shape=(V, 2), chunks=(c, 2), dtype="f8",
+                          compressors=None)[:] = np.column_stack([p, norms])
+        g = _RecoveryGraph(src, anchors, rows_path)
         if method == "original":
-            Yv = zarr.open_array(ypath, mode="r")[:][:, back]
-            A_un, _ = recover_original(Yv, Yv[anchors], p[anchors])
+            ypath = os.path.join(scratch, "Y")
+            _, gram = compute(_to_scratch(g.Y(), ypath), g.anchor_block(),
+                              progress=self.progress, label="anchor rows",
+                              bytes_read=self._q_bytes)
+            Q_SS = np.asarray(gram)[:, K:]
+            A_un, _ = recover_original(zarr.open_array(ypath, mode="r")[:], Q_SS, p[anchors])
             col = A_un.sum(axis=0)
             A = A_un / np.where(col > 0, col, 1.0)
             # p(z): the simplex weights that best explain p(w) = Σ_k A_wk p(z=k)
@@ -546,59 +575,71 @@ class AnchorTopicModel:
             w, _ = nnls(A, p)
             prevalence = w / w.sum() if w.sum() > 0 else np.full(K, 1.0 / K)
             n_fit = int((p > 0).sum())
+            AtQA = None
+            if self.topic_topic != "anchor":
+                AtQA = self._topic_cooccurrence_pass(Q, A, scratch)
             return A, prevalence, {"method": "original", "converged": n_fit, "fitted": n_fit,
-                                   "max_gap": 0.0}, Q_SS
+                                   "max_gap": 0.0}, Q_SS, AtQA
         tol = self.tol
         max_iter = self.max_iter
-        inv_d = da.from_array(inv, chunks=(Q.chunks[0],))
-        width = {"activeset": (K + 1) ** 2}.get(method, K if method in KERNEL_SOLVERS else V)
-        rows = self._rows_per_block(V, c, width)
         if method in KERNEL_SOLVERS:
             tol = (1e-10 if method == "activeset" else 1e-7) if tol is None else tol
             if max_iter is None:
                 max_iter = 3 * K + 10 if method == "activeset" else 5000
-            # K×K Gram of the anchor rows of Q̄, formed on the workers from the scratch Y
-            (YtY,) = compute(Y.T @ Y, progress=False, label="anchor Gram")
-            G = np.asarray(YtY) * np.outer(inv_S, inv_S)
-            B = ((Q @ Y) * inv_d[:, None] * inv_S[None, :]).rechunk((rows, K))
-            norms_d = da.from_array(norms, chunks=(rows,))
-            out = da.blockwise(
-                _kernel_block, "ik", B, "ik", norms_d, "i",
-                dtype=np.float64, concatenate=True, adjust_chunks={"k": K + 2},
-                G=G, tol=tol, max_iter=max_iter, method=method,
-            )
+            width = (K + 1) ** 2 if method == "activeset" else K
+            rows = self._rows_per_block(V, c, width)
+            fitted = g.kernel_fit(rows, _inverse(p)[anchors], method=method, tol=tol,
+                                  max_iter=max_iter)
         else:
+            import dask.array as da
+            from dask.graph_manipulation import clone
+
             tol = 1e-6 if tol is None else tol
             max_iter = 1000 if max_iter is None else max_iter
-            Qbar = (Q * inv_d[:, None]).rechunk((rows, V))
-            R = (Y * inv_S[None, :]).T.rechunk((K, V))
+            rows = self._rows_per_block(V, c, V)
+            inv = _inverse(p)
+            inv_d = da.from_array(inv, chunks=(Q.chunks[0],))
+            Qbar = (clone(Q) * inv_d[:, None]).rechunk((rows, V))
+            R = (g.Y() * inv[anchors][None, :]).T.rechunk((K, V))
             out = da.blockwise(
                 _kl_block, "ik", Qbar, "ij", R, "kj",
                 dtype=np.float64, concatenate=True, adjust_chunks={"k": K + 2},
                 tol=tol, max_iter=max_iter,
-            )
-        path = os.path.join(scratch, "C")
-        compute(da.to_zarr(out, path, compute=False, overwrite=True),
-                progress=self.progress, label="recovery", bytes_read=self._q_bytes)
-        Cext = zarr.open_array(path, mode="r")[:]
+            ).rechunk((c, K + 2))
+            fitted = g.row_blocks_of(out)
+        cpath = os.path.join(scratch, "C")
+        zarr.create_array(cpath, shape=(V, K + 2), chunks=(c, K + 2), dtype="f8",
+                          compressors=None)
+        joined = g.join(fitted, cpath)
+        last = g.topic_topic(joined) if self.topic_topic != "anchor" else g.done(joined)
+        gram, tail = compute(g.anchor_block(), last, progress=self.progress,
+                             label="recovery", bytes_read=self._q_bytes)
+        Q_SS = np.asarray(gram)[:, K:]
+        Cext = zarr.open_array(cpath, mode="r")[:]
         C, conv, gap = Cext[:, :K], Cext[:, K] > 0.5, Cext[:, K + 1]
-        fitted = p > 0
+        fitted_rows = p > 0
         # Bayes' rule: p(w | z) ∝ p(z | w) p(w)
         weighted = C * p[:, None]
-        prevalence = weighted.sum(axis=0)
-        A = weighted / np.where(prevalence > 0, prevalence, 1.0)[None, :]
-        prevalence = prevalence / prevalence.sum()
+        mass = weighted.sum(axis=0)
+        scale = 1.0 / np.where(mass > 0, mass, 1.0)
+        A = weighted * scale[None, :]
+        prevalence = mass / mass.sum()
+        AtQA = None
+        if self.topic_topic != "anchor":
+            # Aᵀ Q A = diag(1/π) (C diag p)ᵀ Q (C diag p) diag(1/π)
+            AtQA = np.asarray(tail) * np.outer(scale, scale)
         solver = {
             "method": method,
             "tol": tol,
-            "converged": int((conv & fitted).sum()),
-            "fitted": int(fitted.sum()),
-            "max_gap": float(gap[fitted].max()) if fitted.any() else 0.0,
+            "converged": int((conv & fitted_rows).sum()),
+            "fitted": int(fitted_rows.sum()),
+            "max_gap": float(gap[fitted_rows].max()) if fitted_rows.any() else 0.0,
         }
-        return A, prevalence, solver, Q_SS
+        return A, prevalence, solver, Q_SS, AtQA
 
-    def _topic_cooccurrence(self, Q: Any, A: np.ndarray, scratch: str) -> np.ndarray:
-        """R = A† Q A†ᵀ with A† = (AᵀA)⁻¹Aᵀ; Aᵀ Q A is computed blockwise from the store."""
+    def _topic_cooccurrence_pass(self, Q: Any, A: np.ndarray, scratch: str) -> np.ndarray:
+        """Aᵀ Q A (K×K), computed blockwise from the store with A (V×K) read by the workers
+        from scratch."""
         import dask.array as da
         import zarr
 
@@ -606,13 +647,12 @@ class AnchorTopicModel:
 
         K = A.shape[1]
         path = os.path.join(scratch, "A")
-        zarr.create_array(path, shape=A.shape, chunks=(Q.chunks[0][0], K), dtype="f8")[:] = A
+        zarr.create_array(path, shape=A.shape, chunks=(Q.chunks[0][0], K), dtype="f8",
+                          compressors=None)[:] = A
         Ad = da.from_zarr(path).rechunk((Q.chunks[0], K))
         (AtQA,) = compute(Ad.T @ (Q @ Ad), progress=self.progress, label="topic-topic",
                           bytes_read=self._q_bytes)
-        Minv = np.linalg.pinv(A.T @ A, hermitian=True)
-        R = Minv @ np.asarray(AtQA) @ Minv
-        return 0.5 * (R + R.T)
+        return np.asarray(AtQA)
 
     # ----------------------------------------------------------------- results
 
@@ -784,6 +824,15 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+def _to_scratch(arr: Any, path: str) -> Any:
+    """The delayed write of ``arr`` (a dask array with regular chunks) to a new zarr array
+    at ``path`` with the same chunks, uncompressed: scratch arrays are read back once, and
+    their floats do not compress, so a compressor only costs time on both sides."""
+    import dask.array as da
+
+    return da.to_zarr(arr, path, compute=False, overwrite=True, compressors=None)
+
+
 def _inverse(p: np.ndarray) -> np.ndarray:
     """1/p where p > 0, else 0 (words never seen have zero rows: never divide by zero)."""
     return np.where(p > 0, 1.0 / np.where(p > 0, p, 1.0), 0.0)
@@ -794,6 +843,13 @@ def _disk_bytes(path: str) -> int:
     for dirpath, _, files in os.walk(path):
         total += sum(os.path.getsize(os.path.join(dirpath, f)) for f in files)
     return total
+
+
+def pinv_topic_cooccurrence(A: np.ndarray, AtQA: np.ndarray) -> np.ndarray:
+    """R = A† Q A†ᵀ (K×K) with A† = (AᵀA)⁻¹Aᵀ, from A (V×K) and Aᵀ Q A (K×K); symmetrised."""
+    Minv = np.linalg.pinv(A.T @ A, hermitian=True)
+    R = Minv @ np.asarray(AtQA) @ Minv
+    return 0.5 * (R + R.T)
 
 
 def anchor_topic_cooccurrence(A: np.ndarray, anchors: np.ndarray, Q_SS: np.ndarray) -> np.ndarray:
@@ -833,14 +889,203 @@ def anchor_topic_cooccurrence(A: np.ndarray, anchors: np.ndarray, Q_SS: np.ndarr
 SOLVE_BYTES = 96 * 2**10
 
 
+class _RecoveryGraph:
+    """The recovery's Dask graph, built task by task over the blocks of Q (nb×nb blocks of
+    ``src.chunk`` rows; K anchors). Outputs are dask arrays whose chunks are one row block
+    (V×K arrays) or one K×K array; every task reads its own blocks of Q through ``src``."""
+
+    def __init__(self, src: QBlocks, anchors: np.ndarray, rows_path: str) -> None:
+        self.src = src
+        self.anchors = np.asarray(anchors, dtype=np.int64)
+        self.K = int(self.anchors.size)
+        self.nb = src.n_blocks
+        self.sizes = tuple(src.span(i).stop - src.span(i).start for i in range(self.nb))
+        self.rows_path = rows_path
+        self.token = uuid.uuid4().hex[:16]
+        self._y: Any = None
+
+    def _array(self, prefix: str, dsk: dict, deps: list[Any], chunks: tuple) -> Any:
+        import dask.array as da
+        from dask.highlevelgraph import HighLevelGraph
+
+        name = f"{prefix}-{self.token}"
+        dsk = {(name,) + k: v for k, v in dsk.items()}
+        graph = HighLevelGraph.from_collections(name, dsk, dependencies=deps)
+        return da.Array(graph, name, chunks=chunks, dtype=np.float64,
+                        meta=np.empty((0,) * len(chunks)))
+
+    def Y(self) -> Any:
+        """Y = Q_{:,S} (V×K), columns in the anchors' order: a task per block of Q holding
+        anchor columns, then a sum per row block."""
+        if self._y is not None:
+            return self._y
+        c, K = self.src.chunk, self.K
+        owner = self.anchors // c
+        parts: dict = {}
+        for j in range(self.nb):
+            ks = np.flatnonzero(owner == j)
+            if ks.size:
+                for i in range(self.nb):
+                    parts[(i, j)] = (_anchor_columns, self.src, i, j, self.anchors[ks] - j * c,
+                                     ks, K)
+        P = self._array("st-yparts", parts, [], (self.sizes, (K,) * self.nb))
+        dsk = {(i, 0): (_sum_arrays, *[(P.name, i, j) for j in range(self.nb)
+                                         if (i, j) in parts])
+               for i in range(self.nb)}
+        self._y = self._array("st-y", dsk, [P], (self.sizes, (K,)))
+        return self._y
+
+    def anchor_block(self) -> Any:
+        """[YᵀY | Q_SS] (K×2K): the anchors' Gram and their entries of Q, in their order."""
+        Y = self.Y()
+        dsk = {(0, 0): (_anchor_gram, self.anchors, self.src.chunk,
+                        *[(Y.name, i, 0) for i in range(self.nb)])}
+        return self._array("st-gram", dsk, [Y], ((self.K,), (2 * self.K,)))
+
+    def kernel_fit(
+        self, rows: int, inv_S: np.ndarray, *, method: str, tol: float, max_iter: int
+    ) -> tuple[list[list[tuple]], Any]:
+        """The keys of the fitted pieces (n×(K+2) each) of every row block, and the dask
+        array holding them: B = Q Y per block of Q, summed per row block, then the simplex
+        fits by pieces of ``rows`` rows (``inv_S``: 1/p at the anchors)."""
+        Y, gram = self.Y(), self.anchor_block()
+        parts = {(i, j): (_block_times, self.src, i, j, (Y.name, j, 0))
+                 for i in range(self.nb) for j in range(self.nb)}
+        P = self._array("st-qy-parts", parts, [Y], (self.sizes, (self.K,) * self.nb))
+        dsk = {(i, 0): (_sum_arrays, *[(P.name, i, j) for j in range(self.nb)])
+               for i in range(self.nb)}
+        B = self._array("st-qy", dsk, [P], (self.sizes, (self.K,)))
+        pieces: dict = {}
+        keys: list[list] = []
+        piece_rows: list[int] = []
+        n = 0
+        for i, size in enumerate(self.sizes):
+            keys.append([])
+            r0 = self.src.span(i).start
+            for a in range(0, size, rows):
+                b = min(size, a + rows)
+                pieces[(n, 0)] = (_solve_piece, (B.name, i, 0), (gram.name, 0, 0),
+                                  self.rows_path, r0, a, b, inv_S, method, tol, max_iter)
+                keys[i].append(n)
+                piece_rows.append(b - a)
+                n += 1
+        F = self._array("st-fit", pieces, [B, gram], (tuple(piece_rows), (self.K + 2,)))
+        return [[(F.name, k, 0) for k in ks] for ks in keys], F
+
+    def row_blocks_of(self, out: Any) -> tuple[list[list[tuple]], Any]:
+        """The keys of a V×(K+2) dask array chunked by row blocks (one piece per block),
+        and the array."""
+        return [[(out.name, i, 0)] for i in range(self.nb)], out
+
+    def join(self, fitted: tuple[list[list[tuple]], Any], cpath: str) -> Any:
+        """C (V×(K+2)) written to ``cpath`` by row blocks (each task owns its zarr chunk);
+        returns C diag p (V×K) by row blocks."""
+        blocks, dep = fitted
+        dsk = {(i, 0): (_join_rows, cpath, self.rows_path, self.src.span(i).start,
+                        self.K, *blocks[i])
+               for i in range(self.nb)}
+        return self._array("st-cp", dsk, [dep], (self.sizes, (self.K,)))
+
+    def topic_topic(self, Cp: Any) -> Any:
+        """(C diag p)ᵀ Q (C diag p) (K×K): a task per block of Q, then their sum."""
+        parts = {(i, j): (_topic_part, self.src, i, j, (Cp.name, i, 0), (Cp.name, j, 0))
+                 for i in range(self.nb) for j in range(self.nb)}
+        P = self._array("st-tt-parts", parts, [Cp], ((self.K,) * self.nb,) * 2)
+        dsk = {(0, 0): (_sum_arrays, *[(P.name, i, j) for i in range(self.nb)
+                                         for j in range(self.nb)])}
+        return self._array("st-tt", dsk, [P], ((self.K,), (self.K,)))
+
+    def done(self, Cp: Any) -> Any:
+        """A 1×1 array that depends on every row block of ``Cp`` (so that C is written)."""
+        dsk = {(0, 0): (_count_rows, *[(Cp.name, i, 0) for i in range(self.nb)])}
+        return self._array("st-done", dsk, [Cp], ((1,), (1,)))
+
+
+def _anchor_columns(src: QBlocks, i: int, j: int, cols: np.ndarray, ks: np.ndarray,
+                    K: int) -> np.ndarray:
+    """Block (i, j) of Q at its anchor columns ``cols``, placed at columns ``ks`` of an
+    n_i×K array (zeros elsewhere)."""
+    block = src.block(i, j)
+    out = np.zeros((block.shape[0], K))
+    out[:, ks] = block[:, cols]
+    return out
+
+
+def _sum_arrays(*parts: np.ndarray) -> np.ndarray:
+    out = np.array(parts[0], dtype=np.float64, copy=True)
+    for part in parts[1:]:
+        out += part
+    return out
+
+
+def _anchor_gram(anchors: np.ndarray, chunk: int, *Ys: np.ndarray) -> np.ndarray:
+    """[YᵀY | Q_SS] (K×2K) from the row blocks of Y (V×K)."""
+    K = anchors.size
+    out = np.zeros((K, 2 * K))
+    owner = anchors // chunk
+    for i, Y in enumerate(Ys):
+        out[:, :K] += Y.T @ Y
+        ks = np.flatnonzero(owner == i)
+        out[ks, K:] = Y[anchors[ks] - i * chunk]
+    return out
+
+
+def _block_times(src: QBlocks, i: int, j: int, X: np.ndarray) -> np.ndarray:
+    """Q_ij X_j (n_i×K)."""
+    return src.block(i, j) @ X
+
+
+def _row_stats(rows_path: str, r0: int, r1: int) -> tuple[np.ndarray, np.ndarray]:
+    """p and the squared norms of Q̄'s rows r0:r1, from the scratch array the client wrote."""
+    from .store import _open_read_only
+
+    stats = np.asarray(_open_read_only(rows_path)[r0:r1])
+    return stats[:, 0], stats[:, 1]
+
+
+def _solve_piece(
+    B: np.ndarray, gram: np.ndarray, rows_path: str, r0: int, a: int, b: int,
+    inv_S: np.ndarray, method: str, tol: float, max_iter: int,
+) -> np.ndarray:
+    """The simplex fits of rows a:b of a row block starting at row r0 (n×(K+2)), from
+    B = Q Y for the block (n_i×K), [YᵀY | Q_SS] (K×2K) and 1/p at the anchors (K,)."""
+    K = inv_S.size
+    p, norms = _row_stats(rows_path, r0 + a, r0 + b)
+    inv = _inverse(p)
+    G = gram[:, :K] * np.outer(inv_S, inv_S)
+    Bs = B[a:b] * inv[:, None] * inv_S[None, :]
+    return _kernel_block(Bs, norms, G, tol=tol, max_iter=max_iter, method=method)
+
+
+def _join_rows(cpath: str, rows_path: str, r0: int, K: int, *pieces: np.ndarray) -> np.ndarray:
+    """Writes the fitted rows of one row block to C (its own zarr chunk) and returns
+    C diag p for them (n×K)."""
+    import zarr
+
+    block = np.concatenate(pieces, axis=0) if len(pieces) > 1 else pieces[0]
+    zarr.open_array(cpath, mode="r+")[r0:r0 + block.shape[0]] = block
+    p, _ = _row_stats(rows_path, r0, r0 + block.shape[0])
+    return block[:, :K] * p[:, None]
+
+
+def _topic_part(src: QBlocks, i: int, j: int, Cp_i: np.ndarray, Cp_j: np.ndarray) -> np.ndarray:
+    """Cp_iᵀ Q_ij Cp_j (K×K)."""
+    return Cp_i.T @ (src.block(i, j) @ Cp_j)
+
+
+def _count_rows(*blocks: np.ndarray) -> np.ndarray:
+    return np.array([[float(sum(b.shape[0] for b in blocks))]])
+
+
 def _kernel_block(
-    B: np.ndarray, norms: np.ndarray, *, G: np.ndarray, tol: float, max_iter: int,
+    B: np.ndarray, norms: np.ndarray, G: np.ndarray, *, tol: float, max_iter: int,
     method: str = "l2",
 ) -> np.ndarray:
     """Solve a block of rows (B: n×K) by sub-blocks of ``SOLVE_BYTES``; returns n×(K+2):
     the simplex rows, converged (0/1) and the duality gap."""
     n, K = B.shape
     step = max(16, SOLVE_BYTES // (8 * max(K, 1)))
+    step = -(-n // -(-n // step))  # equal sub-blocks: no small remainder pays a full solve
     out = np.empty((n, K + 2))
     for r0 in range(0, n, step):
         r1 = min(n, r0 + step)

@@ -197,6 +197,80 @@ def _q_block_task(
     return block
 
 
+class QBlocks:
+    """Reads block (i, j) of Q (V×V, square chunks of ``chunk`` rows) inside a task.
+
+    Tasks of a pass read their blocks through this small, picklable object rather than
+    depend on separate read tasks: a decoded block then lives only as long as the task that
+    uses it, and never waits in memory, or travels between workers, for a consumer. Make one
+    with :meth:`from_store` (a store's head, divided by its document count), :meth:`from_zarr`
+    (a 2-D zarr array, e.g. the rectified Q) or :meth:`from_memory` (an in-memory array, for
+    Dask's threaded scheduler only: it is not sent anywhere).
+
+    Blocks are returned as new or read-only arrays; callers must not write into them.
+    """
+
+    def __init__(
+        self, V: int, chunk: int, *, root: str | None = None,
+        versions: np.ndarray | None = None, scale: float = 1.0, path: str | None = None,
+        array: np.ndarray | None = None,
+    ) -> None:
+        self.V, self.chunk = int(V), int(chunk)
+        self.root, self.versions, self.scale = root, versions, float(scale)
+        self.path, self.array = path, array
+
+    @classmethod
+    def from_store(cls, store: CooccurrenceStore) -> QBlocks:
+        return cls(store.V, store.chunk_size, root=store.path,
+                   versions=np.asarray(store.block_versions), scale=1.0 / store.n_docs)
+
+    @classmethod
+    def from_zarr(cls, path: str) -> QBlocks:
+        arr = zarr.open_array(path, mode="r")
+        if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.chunks[0] != arr.chunks[1]:
+            raise ValueError(f"{path}: expected a V×V array with square chunks")
+        return cls(arr.shape[0], arr.chunks[0], path=path)
+
+    @classmethod
+    def from_memory(cls, array: np.ndarray, chunk: int) -> QBlocks:
+        view = array.view()
+        view.flags.writeable = False
+        return cls(array.shape[0], chunk, array=view)
+
+    @property
+    def n_blocks(self) -> int:
+        return -(-self.V // self.chunk)
+
+    def span(self, i: int) -> slice:
+        """The rows (or columns) of block row (or column) ``i``."""
+        return slice(i * self.chunk, min(self.V, (i + 1) * self.chunk))
+
+    def block(self, i: int, j: int) -> np.ndarray:
+        rows, cols = self.span(i), self.span(j)
+        if self.array is not None:
+            return self.array[rows, cols]
+        if self.path is not None:
+            return np.asarray(_open_read_only(self.path)[rows, cols], dtype=np.float64)
+        assert self.root is not None and self.versions is not None
+        out = read_q_block(self.root, int(self.versions[i, j]), rows, cols)
+        if self.scale != 1.0:
+            out *= self.scale
+        return out
+
+
+_READ_ONLY: dict[str, zarr.Array] = {}
+
+
+def _open_read_only(path: str) -> zarr.Array:
+    """A zarr array opened once per process (its metadata is read once, not per block)."""
+    arr = _READ_ONLY.get(path)
+    if arr is None:
+        if len(_READ_ONLY) > 64:
+            _READ_ONLY.clear()
+        arr = _READ_ONLY[path] = zarr.open_array(path, mode="r")
+    return arr
+
+
 class CooccurrenceStore:
     """A versioned zarr store of the word co-occurrence estimator.
 

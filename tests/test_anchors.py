@@ -14,7 +14,9 @@ from streamtopic.anchors import (
     find_anchors,
     find_anchors_qr,
     projection_block,
+    sketch_sums,
 )
+from streamtopic.store import QBlocks
 
 
 def _simplex_points(seed, K=6, d=30, n=400):
@@ -95,6 +97,39 @@ def test_sparse_projection_is_seeded_and_isotropic():
     assert abs(np.diag(G).mean() - 1.0) < 0.05
     assert np.abs(G - np.diag(np.diag(G))).max() < 0.6
     assert a.nnz < 0.02 * a.shape[0] * a.shape[1]  # very sparse: density 1/√V
+
+
+def test_anchor_distances_are_least_squares_distances_to_the_other_anchors():
+    X, _ = _simplex_points(3, K=8, d=40)
+    res = find_anchors(X, 8, np.arange(len(X)))
+    S = X[res.anchors]
+    for i in range(8):
+        others = np.delete(S, i, axis=0).T
+        coef, *_ = np.linalg.lstsq(others, S[i], rcond=None)
+        assert res.distances[i] == pytest.approx(np.linalg.norm(S[i] - others @ coef),
+                                                 rel=1e-9)
+
+
+def test_sketch_from_the_upper_blocks_equals_the_dense_product(tmp_path):
+    """Q P, row sums and row sums of squares, from blocks on and above the diagonal only,
+    for the store, a zarr array and an in-memory array (a partial last block included)."""
+    import zarr
+
+    V, c, d = 300, 128, 50
+    rng = np.random.default_rng(4)
+    E = rng.random((V, V))
+    Q = E + E.T
+    n_docs = 7
+    store = st.CooccurrenceStore.from_array(Q, [f"w{i}" for i in range(V)],
+                                            tmp_path / "s.zarr", n_docs=n_docs, chunk_size=c)
+    zarr.create_array(str(tmp_path / "q.zarr"), shape=(V, V), chunks=(c, c), dtype="f8")[:] = Q
+    P = sp.vstack([projection_block(3, j0, min(V, j0 + c), d, V) for j0 in range(0, V, c)])
+    want = np.column_stack([Q @ P.toarray(), Q.sum(axis=1), (Q * Q).sum(axis=1)])
+    for src in (QBlocks.from_store(store), QBlocks.from_zarr(str(tmp_path / "q.zarr")),
+                QBlocks.from_memory(Q, c)):
+        got = sketch_sums(src, d, 3)
+        assert got.chunks == ((128, 128, 44), (d + 2,))
+        np.testing.assert_allclose(got.compute(), want, rtol=1e-12, atol=1e-12)
 
 
 # ------------------------------------------------------------ exact anchors: implicit QR

@@ -265,3 +265,24 @@ def test_accumulation_chains_are_spread_over_the_workers(cluster, shared_data, t
     assert sum(writes) == n_groups >= 4
     assert abs(writes[0] - writes[1]) <= 1  # homes in turn
     assert min(links) >= sum(links) // 2 - sum(links) // n_groups  # about half each
+
+
+def test_client_arithmetic_uses_one_blas_thread_while_a_cluster_runs(monkeypatch):
+    """Between passes the client's own arithmetic (anchor search) runs on one BLAS thread
+    when a distributed client is current (an idle BLAS pool spins on the workers' cores);
+    without a client the limits are left alone."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from streamtopic import cluster as cl
+
+    def blas_threads() -> set[int]:
+        return {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        monkeypatch.setattr(cl, "current_client", lambda: None)
+        with cl.client_blas():
+            assert blas_threads() == {2}
+        monkeypatch.setattr(cl, "current_client", lambda: object())
+        with cl.client_blas():
+            assert blas_threads() == {1}
+        assert blas_threads() == {2}

@@ -107,6 +107,50 @@ def test_fit_is_deterministic_under_a_seed(semi_store):
     np.testing.assert_array_equal(a.components_, b.components_)
 
 
+@pytest.mark.parametrize("recover", ["l2", "kl", "original"])
+def test_fit_from_the_store_equals_the_fit_in_memory(semi_store, recover):
+    """memory_budget=1 keeps Q in the store: the graphs' tasks read its blocks themselves
+    (the cluster's path); the default holds Q in memory. The models agree."""
+    held = AnchorTopicModel(K, seed=2, recover=recover).fit(semi_store)
+    stored = AnchorTopicModel(K, seed=2, recover=recover, memory_budget=1).fit(semi_store)
+    np.testing.assert_array_equal(stored.anchors_, held.anchors_)
+    np.testing.assert_allclose(stored.components_, held.components_, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(stored.topic_cooccurrence_, held.topic_cooccurrence_,
+                               rtol=0, atol=1e-12)
+
+
+def test_recovery_pieces_do_not_change_the_fit(semi_store):
+    """Rows are independent problems: pieces of 37 rows (not dividing the chunks) give the
+    default fit."""
+    a = AnchorTopicModel(K, seed=0).fit(semi_store)
+    b = AnchorTopicModel(K, seed=0, block_rows=37).fit(semi_store)
+    np.testing.assert_allclose(b.components_, a.components_, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(b.topic_cooccurrence_, a.topic_cooccurrence_, rtol=0,
+                               atol=1e-13)
+
+
+def test_fit_graphs_are_coarse(truth, tmp_path, caplog):
+    """Tasks per pass grow with the blocks of Q and the pieces of the fit, not with
+    dask.array's bookkeeping: the sketch has a task per block on and above the diagonal and
+    one per row block; the recovery (anchor columns, products, fits, topic-topic) at most
+    three per block, three per row block and one per piece."""
+    import logging
+    import re
+
+    Q = synth.population_cooccurrence(truth[0], 0.1)
+    store = st.CooccurrenceStore.from_array(Q, synth.default_vocab(V), tmp_path / "q.zarr",
+                                            n_docs=10**6, chunk_size=512)
+    nb = 4
+    with caplog.at_level(logging.INFO, logger="streamtopic"):
+        AnchorTopicModel(K, seed=0, memory_budget=1, block_rows=100).fit(store)
+    tasks = {m.group(1): int(m.group(2)) for m in
+             (re.match(r"(\w[\w ]*): [\d.]+ s, (\d+) tasks", r.getMessage())
+              for r in caplog.records) if m}
+    pieces = -(-store.V // 100) + nb
+    assert tasks["sketch"] <= nb * (nb + 1) // 2 + 2 * nb + 1
+    assert tasks["recovery"] <= 3 * nb * nb + 3 * nb + pieces + 4
+
+
 def test_zero_rows_get_zero_mass_and_are_never_anchors(tmp_path):
     rng = np.random.default_rng(0)
     A = rng.dirichlet(np.full(40, 0.3), size=4).T
