@@ -25,7 +25,9 @@ but the last) plus K single-row reads. Both methods share one greedy kernel
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,17 +193,19 @@ def find_anchors(
     candidates = np.asarray(candidates, dtype=np.int64)
     _check_n_topics(K, candidates.size)
     Xc = np.asarray(X[candidates], dtype=np.float64)
-    greedy_local = _greedy(Xc, K)
-    local = greedy_local.copy()
-    changed_total, sweeps = 0, 0
-    history = [candidates[local].copy()]
-    if cleanup:
-        for sweeps in range(1, max_sweeps + 1):
-            local, changed = _cleanup_sweep(Xc, local)
-            history.append(candidates[local].copy())
-            changed_total += changed
-            if changed == 0:
-                break
+    with _row_threads() as pool:
+        times = _RowProducts(Xc, pool)
+        greedy_local = _greedy(Xc, K, times)
+        local = greedy_local.copy()
+        changed_total, sweeps = 0, 0
+        history = [candidates[local].copy()]
+        if cleanup:
+            for sweeps in range(1, max_sweeps + 1):
+                local, changed = _cleanup_sweep(Xc, local, times)
+                history.append(candidates[local].copy())
+                changed_total += changed
+                if changed == 0:
+                    break
     dist = _distance_to_others(Xc, local)
     return AnchorResult(
         candidates[local], candidates[greedy_local], dist, changed_total, sweeps, history
@@ -382,6 +386,48 @@ def _check_n_topics(K: int, n_candidates: int) -> None:
         )
 
 
+class _RowProducts:
+    """X @ M for the rows of X (n×d) split over threads, each product single-threaded.
+
+    The anchor search is a chain of small products with the points; split by rows they run
+    in parallel without a BLAS thread pool, whose idle threads spin (on a client that shares
+    its cores with Dask workers, that spinning takes their CPU). Each row of the result is
+    the same dot product as in one ``X @ M``."""
+
+    def __init__(self, X: np.ndarray, pool: Any) -> None:
+        self.X, self.pool = X, pool
+        n = X.shape[0]
+        parts = 1 if pool is None else max(1, min(pool._max_workers, n // 1024))
+        self.bounds = np.linspace(0, n, parts + 1).astype(int)
+
+    def __call__(self, M: np.ndarray) -> np.ndarray:
+        if len(self.bounds) == 2:
+            return self.X @ M
+        out = np.empty((self.X.shape[0],) + M.shape[1:])
+        done = [self.pool.submit(np.matmul, self.X[a:b], M, out=out[a:b])
+                for a, b in zip(self.bounds[:-1], self.bounds[1:])]
+        for f in done:
+            f.result()
+        return out
+
+
+@contextmanager
+def _row_threads() -> Iterator[Any]:
+    """A pool of threads for :class:`_RowProducts` (None on one core), with BLAS pinned to
+    one thread inside it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    n = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else (os.cpu_count() or 1))
+    if n < 2:
+        yield None
+        return
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(n) as pool:
+        yield pool
+
+
 def _pivoted_gram_schmidt(
     row: Callable[[int], np.ndarray],
     project: Callable[[np.ndarray], np.ndarray],
@@ -447,29 +493,36 @@ def _pivoted_gram_schmidt(
     return chosen, dist
 
 
-def _greedy(X: np.ndarray, K: int) -> np.ndarray:
+def _greedy(X: np.ndarray, K: int, times: Callable[[np.ndarray], np.ndarray] | None = None
+            ) -> np.ndarray:
     """Farthest point from the origin, then farthest from the span of those chosen.
 
     Keeps the squared residual norms of all points and updates them by one projection per
-    new basis vector (stabilised Gram–Schmidt): O(n d K) work, no n×d update."""
+    new basis vector (stabilised Gram–Schmidt): O(n d K) work, no n×d update. ``times``
+    computes X @ b (default: in one product)."""
+    project = times if times is not None else (lambda b: X @ b)
     chosen, _ = _pivoted_gram_schmidt(
-        lambda i: X[i], lambda b: X @ b, np.einsum("ij,ij->i", X, X), K, X.shape[1]
+        lambda i: X[i], project, np.einsum("ij,ij->i", X, X), K, X.shape[1]
     )
     return chosen
 
 
-def _cleanup_sweep(X: np.ndarray, anchors: np.ndarray) -> tuple[np.ndarray, int]:
+def _cleanup_sweep(
+    X: np.ndarray, anchors: np.ndarray,
+    times: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> tuple[np.ndarray, int]:
     """Re-pick each anchor in turn as the point farthest from the span of the other K−1.
 
     The distance of x from span(S∖{s_i}) follows from the dual basis of S: with c = S x and
     M = S Sᵀ, ‖x‖² − ‖P_S x‖² + (c M⁻¹)_i² / (M⁻¹)_ii, so each re-pick costs O(n K) after one
     n×K product per change, never an n×d update. M⁻¹ and the projections are formed again
     only after an anchor changes (O(n K²)), not for every re-pick."""
+    times = times if times is not None else (lambda M: X @ M)
     anchors = anchors.copy()
     K = anchors.size
     norms2 = np.einsum("ij,ij->i", X, X)
     S = X[anchors]  # K×d
-    C = X @ S.T  # n×K: c = S x for every point
+    C = times(np.ascontiguousarray(S.T))  # n×K: c = S x for every point
     M = S @ S.T
     changed = 0
     stale = True
@@ -485,7 +538,7 @@ def _cleanup_sweep(X: np.ndarray, anchors: np.ndarray) -> tuple[np.ndarray, int]
         if best != anchors[i]:
             anchors[i] = best
             S[i] = X[best]
-            C[:, i] = X @ S[i]
+            C[:, i] = times(S[i])
             M[i, :] = S @ S[i]
             M[:, i] = M[i, :]
             changed += 1

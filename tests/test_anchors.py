@@ -99,6 +99,22 @@ def test_sparse_projection_is_seeded_and_isotropic():
     assert a.nnz < 0.02 * a.shape[0] * a.shape[1]  # very sparse: density 1/√V
 
 
+def test_row_split_products_equal_the_whole_product():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from streamtopic.anchors import _RowProducts
+
+    rng = np.random.default_rng(5)
+    X = rng.random((5003, 64))
+    b, M = rng.random(64), rng.random((64, 7))
+    with ThreadPoolExecutor(3) as pool:
+        times = _RowProducts(X, pool)
+        assert len(times.bounds) == 4  # three row ranges, one per thread
+        np.testing.assert_allclose(times(b), X @ b, rtol=1e-14)
+        np.testing.assert_allclose(times(M), X @ M, rtol=1e-14)
+    np.testing.assert_array_equal(_RowProducts(X, None)(b), X @ b)
+
+
 def test_anchor_distances_are_least_squares_distances_to_the_other_anchors():
     X, _ = _simplex_points(3, K=8, d=40)
     res = find_anchors(X, 8, np.arange(len(X)))
