@@ -118,6 +118,7 @@ def sketch_sums(src: Any, d: int, seed: int | None) -> Any:
     """
     import uuid
 
+    import dask
     import dask.array as da
     from dask.highlevelgraph import HighLevelGraph
 
@@ -130,7 +131,12 @@ def sketch_sums(src: Any, d: int, seed: int | None) -> Any:
         keys = [(pname, r, j) for j in range(r, nb)] + [(pname, i, r) for i in range(r)]
         sides = tuple([0] * (nb - r) + [1] * r)
         sums[(name, r, 0)] = (_sketch_row_block, sides, *keys)
-    graph = HighLevelGraph({pname: parts, name: sums}, {pname: set(), name: {pname}})
+    # largest parts first (an off-diagonal block feeds two row blocks), so that no worker
+    # is left with a large part at the end while the others wait
+    spans = [src.span(i).stop - src.span(i).start for i in range(nb)]
+    with dask.annotate(priority=lambda k: spans[k[1]] * spans[k[2]] * (1 + (k[1] != k[2]))):
+        parts_layer = HighLevelGraph.from_collections(pname, parts).layers[pname]
+    graph = HighLevelGraph({pname: parts_layer, name: sums}, {pname: set(), name: {pname}})
     sizes = tuple(src.span(i).stop - src.span(i).start for i in range(nb))
     return da.Array(graph, name, chunks=(sizes, (d + 2,)), dtype=np.float64,
                     meta=np.empty((0, 0)))

@@ -917,6 +917,8 @@ class _RecoveryGraph:
     def Y(self) -> Any:
         """Y = Q_{:,S} (V×K), columns in the anchors' order: a task per block of Q holding
         anchor columns, then a sum per row block."""
+        import dask
+
         if self._y is not None:
             return self._y
         c, K = self.src.chunk, self.K
@@ -928,7 +930,10 @@ class _RecoveryGraph:
                 for i in range(self.nb):
                     parts[(i, j)] = (_anchor_columns, self.src, i, j, self.anchors[ks] - j * c,
                                      ks, K)
-        P = self._array("st-yparts", parts, [], (self.sizes, (K,) * self.nb))
+        # the largest blocks first: every later task waits for Y
+        sizes = self.sizes
+        with dask.annotate(priority=lambda k: sizes[k[1]] * sizes[k[2]]):
+            P = self._array("st-yparts", parts, [], (self.sizes, (K,) * self.nb))
         dsk = {(i, 0): (_sum_arrays, *[(P.name, i, j) for j in range(self.nb)
                                          if (i, j) in parts])
                for i in range(self.nb)}
