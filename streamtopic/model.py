@@ -943,9 +943,11 @@ class _RecoveryGraph:
     def anchor_block(self) -> Any:
         """[YᵀY | Q_SS] (K×2K): the anchors' Gram and their entries of Q, in their order."""
         Y = self.Y()
-        dsk = {(0, 0): (_anchor_gram, self.anchors, self.src.chunk,
-                        *[(Y.name, i, 0) for i in range(self.nb)])}
-        return self._array("st-gram", dsk, [Y], ((self.K,), (2 * self.K,)))
+        parts = {(i, 0): (_anchor_gram, self.anchors, self.src.chunk, i, (Y.name, i, 0))
+                 for i in range(self.nb)}
+        P = self._array("st-gram-parts", parts, [Y], ((self.K,) * self.nb, (2 * self.K,)))
+        dsk = {(0, 0): (_sum_arrays, *[(P.name, i, 0) for i in range(self.nb)])}
+        return self._array("st-gram", dsk, [P], ((self.K,), (2 * self.K,)))
 
     def kernel_fit(
         self, rows: int, inv_S: np.ndarray, *, method: str, tol: float, max_iter: int
@@ -1023,15 +1025,14 @@ def _sum_arrays(*parts: np.ndarray) -> np.ndarray:
     return out
 
 
-def _anchor_gram(anchors: np.ndarray, chunk: int, *Ys: np.ndarray) -> np.ndarray:
-    """[YᵀY | Q_SS] (K×2K) from the row blocks of Y (V×K)."""
+def _anchor_gram(anchors: np.ndarray, chunk: int, i: int, Y: np.ndarray) -> np.ndarray:
+    """Row block i's share of [YᵀY | Q_SS] (K×2K): Y_iᵀY_i, and the rows of Q_SS of the
+    anchors that fall in row block i."""
     K = anchors.size
     out = np.zeros((K, 2 * K))
-    owner = anchors // chunk
-    for i, Y in enumerate(Ys):
-        out[:, :K] += Y.T @ Y
-        ks = np.flatnonzero(owner == i)
-        out[ks, K:] = Y[anchors[ks] - i * chunk]
+    out[:, :K] = Y.T @ Y
+    ks = np.flatnonzero(anchors // chunk == i)
+    out[ks, K:] = Y[anchors[ks] - i * chunk]
     return out
 
 
