@@ -496,8 +496,9 @@ class AnchorTopicModel:
         d = int(min(self.sketch_dim, V))
         path = os.path.join(scratch, "sketch")
         sums = sketch_sums(src, d, self.seed)
+        nb = src.n_blocks
         compute(_to_scratch(sums, path), progress=self.progress, label="sketch",
-                bytes_read=self._q_bytes)
+                bytes_read=src.stored_bytes([(i, j) for i in range(nb) for j in range(i, nb)]))
         raw = zarr.open_array(path, mode="r")[:]
         p = raw[:, d].copy()
         inv = _inverse(p)
@@ -564,7 +565,7 @@ class AnchorTopicModel:
             ypath = os.path.join(scratch, "Y")
             _, gram = compute(_to_scratch(g.Y(), ypath), g.anchor_block(),
                               progress=self.progress, label="anchor rows",
-                              bytes_read=self._q_bytes)
+                              bytes_read=src.stored_bytes(g.y_blocks()))
             Q_SS = np.asarray(gram)[:, K:]
             A_un, _ = recover_original(zarr.open_array(ypath, mode="r")[:], Q_SS, p[anchors])
             col = A_un.sum(axis=0)
@@ -612,8 +613,11 @@ class AnchorTopicModel:
                           compressors=None)
         joined = g.join(fitted, cpath)
         last = g.topic_topic(joined) if self.topic_topic != "anchor" else g.done(joined)
-        gram, tail = compute(g.anchor_block(), last, progress=self.progress,
-                             label="recovery", bytes_read=self._q_bytes)
+        every = [(i, j) for i in range(g.nb) for j in range(g.nb)]
+        passes = 1 + (self.topic_topic != "anchor")  # B = Q Y (or Q̄'s rows), Aᵀ Q A
+        gram, tail = compute(g.anchor_block(), last, progress=self.progress, label="recovery",
+                             bytes_read=src.stored_bytes(g.y_blocks())
+                             + passes * src.stored_bytes(every))
         Q_SS = np.asarray(gram)[:, K:]
         Cext = zarr.open_array(cpath, mode="r")[:]
         C, conv, gap = Cext[:, :K], Cext[:, K] > 0.5, Cext[:, K + 1]
@@ -913,6 +917,11 @@ class _RecoveryGraph:
         graph = HighLevelGraph.from_collections(name, dsk, dependencies=deps)
         return da.Array(graph, name, chunks=chunks, dtype=np.float64,
                         meta=np.empty((0,) * len(chunks)))
+
+    def y_blocks(self) -> list[tuple[int, int]]:
+        """The blocks of Q that hold anchor columns (what :meth:`Y` reads)."""
+        owners = set((self.anchors // self.src.chunk).tolist())
+        return [(i, j) for j in sorted(owners) for i in range(self.nb)]
 
     def Y(self) -> Any:
         """Y = Q_{:,S} (V×K), columns in the anchors' order: a task per block of Q holding

@@ -245,6 +245,25 @@ class QBlocks:
         """The rows (or columns) of block row (or column) ``i``."""
         return slice(i * self.chunk, min(self.V, (i + 1) * self.chunk))
 
+    def stored_bytes(self, blocks: Sequence[tuple[int, int]]) -> int:
+        """Bytes on disk that reading ``blocks`` reads (0 for an in-memory array, and for
+        blocks never written)."""
+        if self.array is not None:
+            return 0
+        total = 0
+        for i, j in blocks:
+            if self.path is not None:
+                f = os.path.join(self.path, "c", str(i), str(j))
+            else:
+                assert self.root is not None and self.versions is not None
+                v = int(self.versions[i, j])
+                if v <= 0:
+                    continue
+                f = os.path.join(self.root, _vname(v), "Q", "c", str(i), str(j))
+            if os.path.exists(f):
+                total += os.path.getsize(f)
+        return total
+
     def block(self, i: int, j: int) -> np.ndarray:
         rows, cols = self.span(i), self.span(j)
         if self.array is not None:

@@ -146,6 +146,13 @@ def test_sketch_from_the_upper_blocks_equals_the_dense_product(tmp_path):
         got = sketch_sums(src, d, 3)
         assert got.chunks == ((128, 128, 44), (d + 2,))
         np.testing.assert_allclose(got.compute(), want, rtol=1e-12, atol=1e-12)
+    # what a pass reads, for the stage logs
+    every = [(i, j) for i in range(3) for j in range(3)]
+    assert QBlocks.from_store(store).stored_bytes(every) == store.q_bytes() > 0
+    upper = QBlocks.from_store(store).stored_bytes([(i, j) for i in range(3) for j in range(i, 3)])
+    assert 0 < upper < store.q_bytes()
+    assert QBlocks.from_zarr(str(tmp_path / "q.zarr")).stored_bytes(every) > 0
+    assert QBlocks.from_memory(Q, c).stored_bytes(every) == 0
 
 
 # ------------------------------------------------------------ exact anchors: implicit QR
