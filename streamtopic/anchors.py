@@ -25,7 +25,6 @@ but the last) plus K single-row reads. Both methods share one greedy kernel
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -133,11 +132,10 @@ def sketch_sums(src: Any, d: int, seed: int | None) -> Any:
         sums[(name, r, 0)] = (_sketch_row_block, sides, *keys)
     # largest parts first (an off-diagonal block feeds two row blocks), so that no worker
     # is left with a large part at the end while the others wait
-    spans = [src.span(i).stop - src.span(i).start for i in range(nb)]
-    with dask.annotate(priority=lambda k: spans[k[1]] * spans[k[2]] * (1 + (k[1] != k[2]))):
+    sizes = tuple(src.span(i).stop - src.span(i).start for i in range(nb))
+    with dask.annotate(priority=lambda k: sizes[k[1]] * sizes[k[2]] * (1 + (k[1] != k[2]))):
         parts_layer = HighLevelGraph.from_collections(pname, parts).layers[pname]
     graph = HighLevelGraph({pname: parts_layer, name: sums}, {pname: set(), name: {pname}})
-    sizes = tuple(src.span(i).stop - src.span(i).start for i in range(nb))
     return da.Array(graph, name, chunks=(sizes, (d + 2,)), dtype=np.float64,
                     meta=np.empty((0, 0)))
 
@@ -199,8 +197,7 @@ def find_anchors(
     candidates = np.asarray(candidates, dtype=np.int64)
     _check_n_topics(K, candidates.size)
     Xc = np.asarray(X[candidates], dtype=np.float64)
-    with _row_threads() as pool:
-        times = _RowProducts(Xc, pool)
+    with _row_products(Xc) as times:
         greedy_local = _greedy(Xc, K, times)
         local = greedy_local.copy()
         changed_total, sweeps = 0, 0
@@ -400,10 +397,10 @@ class _RowProducts:
     its cores with Dask workers, that spinning takes their CPU). Each row of the result is
     the same dot product as in one ``X @ M``."""
 
-    def __init__(self, X: np.ndarray, pool: Any) -> None:
+    def __init__(self, X: np.ndarray, pool: Any, threads: int = 1) -> None:
         self.X, self.pool = X, pool
         n = X.shape[0]
-        parts = 1 if pool is None else max(1, min(pool._max_workers, n // 1024))
+        parts = 1 if pool is None else max(1, min(threads, n // 1024))
         self.bounds = np.linspace(0, n, parts + 1).astype(int)
 
     def __call__(self, M: np.ndarray) -> np.ndarray:
@@ -418,20 +415,21 @@ class _RowProducts:
 
 
 @contextmanager
-def _row_threads() -> Iterator[Any]:
-    """A pool of threads for :class:`_RowProducts` (None on one core), with BLAS pinned to
-    one thread inside it."""
+def _row_products(X: np.ndarray) -> Iterator[_RowProducts]:
+    """:class:`_RowProducts` for X over a pool of threads (one per usable core, at most 8;
+    none on one core), with BLAS pinned to one thread meanwhile."""
     from concurrent.futures import ThreadPoolExecutor
 
     from threadpoolctl import threadpool_limits
 
-    n = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-            else (os.cpu_count() or 1))
+    from .cluster import usable_cores
+
+    n = min(8, usable_cores())
     if n < 2:
-        yield None
+        yield _RowProducts(X, None)
         return
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(n) as pool:
-        yield pool
+        yield _RowProducts(X, pool, n)
 
 
 def _pivoted_gram_schmidt(

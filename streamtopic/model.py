@@ -578,7 +578,16 @@ class AnchorTopicModel:
             n_fit = int((p > 0).sum())
             AtQA = None
             if self.topic_topic != "anchor":
-                AtQA = self._topic_cooccurrence_pass(Q, A, scratch)
+                import dask.array as da
+
+                # the workers read A (V×K) from scratch, by row blocks
+                apath = os.path.join(scratch, "A")
+                zarr.create_array(apath, shape=A.shape, chunks=(c, K), dtype="f8",
+                                  compressors=None)[:] = A
+                (AtQA,) = compute(g.topic_topic(da.from_zarr(apath)), progress=self.progress,
+                                  label="topic-topic",
+                                  bytes_read=src.stored_bytes(g.every_block()))
+                AtQA = np.asarray(AtQA)
             return A, prevalence, {"method": "original", "converged": n_fit, "fitted": n_fit,
                                    "max_gap": 0.0}, Q_SS, AtQA
         tol = self.tol
@@ -613,11 +622,10 @@ class AnchorTopicModel:
                           compressors=None)
         joined = g.join(fitted, cpath)
         last = g.topic_topic(joined) if self.topic_topic != "anchor" else g.done(joined)
-        every = [(i, j) for i in range(g.nb) for j in range(g.nb)]
         passes = 1 + (self.topic_topic != "anchor")  # B = Q Y (or Q̄'s rows), Aᵀ Q A
         gram, tail = compute(g.anchor_block(), last, progress=self.progress, label="recovery",
                              bytes_read=src.stored_bytes(g.y_blocks())
-                             + passes * src.stored_bytes(every))
+                             + passes * src.stored_bytes(g.every_block()))
         Q_SS = np.asarray(gram)[:, K:]
         Cext = zarr.open_array(cpath, mode="r")[:]
         C, conv, gap = Cext[:, :K], Cext[:, K] > 0.5, Cext[:, K + 1]
@@ -640,23 +648,6 @@ class AnchorTopicModel:
             "max_gap": float(gap[fitted_rows].max()) if fitted_rows.any() else 0.0,
         }
         return A, prevalence, solver, Q_SS, AtQA
-
-    def _topic_cooccurrence_pass(self, Q: Any, A: np.ndarray, scratch: str) -> np.ndarray:
-        """Aᵀ Q A (K×K), computed blockwise from the store with A (V×K) read by the workers
-        from scratch."""
-        import dask.array as da
-        import zarr
-
-        from .cluster import compute
-
-        K = A.shape[1]
-        path = os.path.join(scratch, "A")
-        zarr.create_array(path, shape=A.shape, chunks=(Q.chunks[0][0], K), dtype="f8",
-                          compressors=None)[:] = A
-        Ad = da.from_zarr(path).rechunk((Q.chunks[0], K))
-        (AtQA,) = compute(Ad.T @ (Q @ Ad), progress=self.progress, label="topic-topic",
-                          bytes_read=self._q_bytes)
-        return np.asarray(AtQA)
 
     # ----------------------------------------------------------------- results
 
@@ -907,6 +898,7 @@ class _RecoveryGraph:
         self.rows_path = rows_path
         self.token = uuid.uuid4().hex[:16]
         self._y: Any = None
+        self._gram: Any = None
 
     def _array(self, prefix: str, dsk: dict, deps: list[Any], chunks: tuple) -> Any:
         import dask.array as da
@@ -917,6 +909,9 @@ class _RecoveryGraph:
         graph = HighLevelGraph.from_collections(name, dsk, dependencies=deps)
         return da.Array(graph, name, chunks=chunks, dtype=np.float64,
                         meta=np.empty((0,) * len(chunks)))
+
+    def every_block(self) -> list[tuple[int, int]]:
+        return [(i, j) for i in range(self.nb) for j in range(self.nb)]
 
     def y_blocks(self) -> list[tuple[int, int]]:
         """The blocks of Q that hold anchor columns (what :meth:`Y` reads)."""
@@ -951,12 +946,15 @@ class _RecoveryGraph:
 
     def anchor_block(self) -> Any:
         """[YᵀY | Q_SS] (K×2K): the anchors' Gram and their entries of Q, in their order."""
+        if self._gram is not None:
+            return self._gram
         Y = self.Y()
         parts = {(i, 0): (_anchor_gram, self.anchors, self.src.chunk, i, (Y.name, i, 0))
                  for i in range(self.nb)}
         P = self._array("st-gram-parts", parts, [Y], ((self.K,) * self.nb, (2 * self.K,)))
         dsk = {(0, 0): (_sum_arrays, *[(P.name, i, 0) for i in range(self.nb)])}
-        return self._array("st-gram", dsk, [P], ((self.K,), (2 * self.K,)))
+        self._gram = self._array("st-gram", dsk, [P], ((self.K,), (2 * self.K,)))
+        return self._gram
 
     def kernel_fit(
         self, rows: int, inv_S: np.ndarray, *, method: str, tol: float, max_iter: int
@@ -1003,9 +1001,10 @@ class _RecoveryGraph:
         return self._array("st-cp", dsk, [dep], (self.sizes, (self.K,)))
 
     def topic_topic(self, Cp: Any) -> Any:
-        """(C diag p)ᵀ Q (C diag p) (K×K): a task per block of Q, then their sum."""
+        """Cpᵀ Q Cp (K×K) for Cp (V×K, chunked by Q's row blocks), e.g. C diag p or A: a
+        task per block of Q, then their sum."""
         parts = {(i, j): (_topic_part, self.src, i, j, (Cp.name, i, 0), (Cp.name, j, 0))
-                 for i in range(self.nb) for j in range(self.nb)}
+                 for i, j in self.every_block()}
         P = self._array("st-tt-parts", parts, [Cp], ((self.K,) * self.nb,) * 2)
         dsk = {(0, 0): (_sum_arrays, *[(P.name, i, j) for i in range(self.nb)
                                          for j in range(self.nb)])}
@@ -1050,7 +1049,7 @@ def _block_times(src: QBlocks, i: int, j: int, X: np.ndarray) -> np.ndarray:
     return src.block(i, j) @ X
 
 
-def _row_stats(rows_path: str, r0: int, r1: int) -> tuple[np.ndarray, np.ndarray]:
+def _scratch_rows(rows_path: str, r0: int, r1: int) -> tuple[np.ndarray, np.ndarray]:
     """p and the squared norms of Q̄'s rows r0:r1, from the scratch array the client wrote."""
     from .store import _open_read_only
 
@@ -1065,7 +1064,7 @@ def _solve_piece(
     """The simplex fits of rows a:b of a row block starting at row r0 (n×(K+2)), from
     B = Q Y for the block (n_i×K), [YᵀY | Q_SS] (K×2K) and 1/p at the anchors (K,)."""
     K = inv_S.size
-    p, norms = _row_stats(rows_path, r0 + a, r0 + b)
+    p, norms = _scratch_rows(rows_path, r0 + a, r0 + b)
     inv = _inverse(p)
     G = gram[:, :K] * np.outer(inv_S, inv_S)
     Bs = B[a:b] * inv[:, None] * inv_S[None, :]
@@ -1079,7 +1078,7 @@ def _join_rows(cpath: str, rows_path: str, r0: int, K: int, *pieces: np.ndarray)
 
     block = np.concatenate(pieces, axis=0) if len(pieces) > 1 else pieces[0]
     zarr.open_array(cpath, mode="r+")[r0:r0 + block.shape[0]] = block
-    p, _ = _row_stats(rows_path, r0, r0 + block.shape[0])
+    p, _ = _scratch_rows(rows_path, r0, r0 + block.shape[0])
     return block[:, :K] * p[:, None]
 
 

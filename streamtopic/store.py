@@ -121,13 +121,19 @@ class Transaction:
         return _vname(self.number)
 
 
-def read_q_block(root: str, version: int, rows: slice, cols: slice) -> np.ndarray:
-    """Read one block of the unnormalised sum from a version (zeros for version 0)."""
+def read_q_block(
+    root: str, version: int, rows: slice, cols: slice, scale: float = 1.0
+) -> np.ndarray:
+    """Read one block of the sum from a version (zeros for version 0), times ``scale``
+    (1/n_docs gives Q itself)."""
     shape = (rows.stop - rows.start, cols.stop - cols.start)
     if version <= 0:
         return np.zeros(shape)
     arr = zarr.open_array(store=root, path=f"{_vname(version)}/Q", mode="r")
-    return np.asarray(arr[rows, cols], dtype=np.float64)
+    out = np.asarray(arr[rows, cols], dtype=np.float64)
+    if scale != 1.0:
+        out *= scale
+    return out
 
 
 def read_array_dense(
@@ -191,10 +197,7 @@ def _q_block_task(
     i, j = block_id
     rows = slice(i * c, min(V, (i + 1) * c))
     cols = slice(j * c, min(V, (j + 1) * c))
-    block = read_q_block(root, int(v.ravel()[0]), rows, cols)
-    if scale != 1.0:
-        block *= scale
-    return block
+    return read_q_block(root, int(v.ravel()[0]), rows, cols, scale)
 
 
 class QBlocks:
@@ -271,10 +274,7 @@ class QBlocks:
         if self.path is not None:
             return np.asarray(_open_read_only(self.path)[rows, cols], dtype=np.float64)
         assert self.root is not None and self.versions is not None
-        out = read_q_block(self.root, int(self.versions[i, j]), rows, cols)
-        if self.scale != 1.0:
-            out *= self.scale
-        return out
+        return read_q_block(self.root, int(self.versions[i, j]), rows, cols, self.scale)
 
 
 _READ_ONLY: dict[str, zarr.Array] = {}

@@ -108,7 +108,7 @@ def test_row_split_products_equal_the_whole_product():
     X = rng.random((5003, 64))
     b, M = rng.random(64), rng.random((64, 7))
     with ThreadPoolExecutor(3) as pool:
-        times = _RowProducts(X, pool)
+        times = _RowProducts(X, pool, 3)
         assert len(times.bounds) == 4  # three row ranges, one per thread
         np.testing.assert_allclose(times(b), X @ b, rtol=1e-14)
         np.testing.assert_allclose(times(M), X @ M, rtol=1e-14)
