@@ -2,7 +2,8 @@
 
 A semi-synthetic *text* corpus (one document per line; tokenising is the real-world cost of
 ingest) is ingested, and the resulting store fitted, on a local Dask cluster of 1, then 2,
-single-threaded worker processes. Times exclude cluster start-up: each run starts a fresh
+single-threaded worker processes: the cluster ``streamtopic --local cluster --workers N``
+starts, with Dask's housekeeping set by ``streamtopic.cluster.CLUSTER_CONFIG``. Times exclude cluster start-up: each run starts a fresh
 cluster, warms it up with a small untimed ingest and fit (the workers import and load what
 the run uses, as on a long-lived cluster), then times one ingest and ``--fits`` fits of
 its store (a fit takes a few seconds, so one sample per cluster is noisy). Each count runs
@@ -36,17 +37,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def run_once(workers: int, corpus: str, workdir: str, K: int, fits: int) -> dict[str, Any]:
     """Start a cluster of ``workers`` single-threaded worker processes, then time one ingest
     (a fresh store) and ``fits`` fits of it; cluster start-up is not timed."""
-    import logging
-
-    from distributed import Client, LocalCluster
-
     import streamtopic as st
+    from streamtopic.cluster import scheduler
 
     store = os.path.join(workdir, f"store-{workers}.zarr")
     warm = os.path.join(workdir, f"warm-{workers}.zarr")
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                      dashboard_address=":0", silence_logs=logging.ERROR) as cluster, \
-            Client(cluster) as client:
+    # the local cluster `streamtopic ingest/fit --local cluster --workers N` starts
+    with scheduler(n_workers=workers, local="cluster", quiet=True) as client:
         client.wait_for_workers(workers)
         # untimed: the workers import and load what the run uses, as on a long-lived cluster
         for path in (store, warm):
@@ -104,6 +101,7 @@ def main() -> None:
     import numpy as np
 
     from streamtopic import synth
+    from streamtopic.cluster import CLUSTER_CONFIG
 
     workdir = tempfile.mkdtemp(prefix="streamtopic-scaling-")
     try:
@@ -137,6 +135,7 @@ def main() -> None:
                       "per run), 1 and 2 workers alternating, each run on a fresh cluster "
                       "whose start-up is excluded",
             "fit": "K = 50 topics, RecoverL2, topic-topic by pinv",
+            "cluster_config": CLUSTER_CONFIG,
             "cpus": os.cpu_count(),
             "numpy": np.__version__,
         }

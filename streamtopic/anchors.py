@@ -130,10 +130,12 @@ def sketch_sums(src: Any, d: int, seed: int | None) -> Any:
         keys = [(pname, r, j) for j in range(r, nb)] + [(pname, i, r) for i in range(r)]
         sides = tuple([0] * (nb - r) + [1] * r)
         sums[(name, r, 0)] = (_sketch_row_block, sides, *keys)
-    # largest parts first (an off-diagonal block feeds two row blocks), so that no worker
-    # is left with a large part at the end while the others wait
+    # largest blocks first, so that no worker is left with a large part at the end while
+    # the others wait (a part's time follows its block's area: reading and decoding the
+    # block costs about as much as the products, so a block off the diagonal, with two
+    # products, takes little longer than one on it)
     sizes = tuple(src.span(i).stop - src.span(i).start for i in range(nb))
-    with dask.annotate(priority=lambda k: sizes[k[1]] * sizes[k[2]] * (1 + (k[1] != k[2]))):
+    with dask.annotate(priority=lambda k: sizes[k[1]] * sizes[k[2]]):
         parts_layer = HighLevelGraph.from_collections(pname, parts).layers[pname]
     graph = HighLevelGraph({pname: parts_layer, name: sums}, {pname: set(), name: {pname}})
     return da.Array(graph, name, chunks=(sizes, (d + 2,)), dtype=np.float64,

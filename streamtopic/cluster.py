@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 __all__ = [
+    "CLUSTER_CONFIG",
     "SCHEDULER_ENV",
     "current_client",
     "n_workers",
@@ -31,6 +32,21 @@ __all__ = [
 
 SCHEDULER_ENV = "STREAMTOPIC_SCHEDULER"
 log = logging.getLogger("streamtopic")
+
+#: Dask settings of the clusters streamtopic starts (``deploy/`` sets the same on real
+#: clusters). streamtopic's tasks are coarse (0.1–1 s each), so Dask's housekeeping can run
+#: less often than its defaults, which suit millisecond tasks: the event-loop watchdog ticks
+#: every 200 ms instead of 20 ms (in the scheduler, the nannies and the workers), the workers'
+#: statistical profiler samples every 100 ms instead of 10 ms, the system monitor behind the
+#: dashboard's plots every second, the nannies' memory check every 250 ms. Measured on two
+#: cores, a two-worker cluster left idle then spends 0.4 s of CPU per 10 s instead of 1.4 s,
+#: CPU that a busy cluster takes from its workers.
+CLUSTER_CONFIG: dict[str, str] = {
+    "distributed.admin.tick.interval": "200ms",
+    "distributed.worker.profile.interval": "100ms",
+    "distributed.admin.system-monitor.interval": "1s",
+    "distributed.worker.memory.monitor-interval": "250ms",
+}
 
 
 def current_client() -> Any | None:
@@ -174,6 +190,7 @@ def scheduler(
         raise ValueError(
             f"local={local!r}: expected 'auto', 'cluster', 'inproc', 'threads' or 'sync'"
         )
+    import dask
     from distributed import Client, LocalCluster
 
     n = n_workers or max(1, os.cpu_count() or 1)
@@ -185,9 +202,10 @@ def scheduler(
         kwargs: dict[str, Any] = {"n_workers": 1, "threads_per_worker": n, "processes": False}
     else:
         kwargs = {"n_workers": n, "threads_per_worker": 1, "processes": True}
-    cluster = LocalCluster(
-        dashboard_address=_dashboard_address(), silence_logs=logging.ERROR, **kwargs
-    )
+    with dask.config.set(CLUSTER_CONFIG):  # read as the scheduler and workers start
+        cluster = LocalCluster(
+            dashboard_address=_dashboard_address(), silence_logs=logging.ERROR, **kwargs
+        )
     with cluster, Client(cluster) as client:
         _announce(client, quiet)
         with _report(performance_report):

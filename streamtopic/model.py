@@ -497,8 +497,11 @@ class AnchorTopicModel:
         path = os.path.join(scratch, "sketch")
         sums = sketch_sums(src, d, self.seed)
         nb = src.n_blocks
+        # unoptimised: the graph is already coarse, and optimising it drops the parts'
+        # priority annotations
         compute(_to_scratch(sums, path), progress=self.progress, label="sketch",
-                bytes_read=src.stored_bytes([(i, j) for i in range(nb) for j in range(i, nb)]))
+                bytes_read=src.stored_bytes([(i, j) for i in range(nb) for j in range(i, nb)]),
+                optimize_graph=False)
         raw = zarr.open_array(path, mode="r")[:]
         p = raw[:, d].copy()
         inv = _inverse(p)
@@ -625,7 +628,8 @@ class AnchorTopicModel:
         passes = 1 + (self.topic_topic != "anchor")  # B = Q Y (or Q̄'s rows), Aᵀ Q A
         gram, tail = compute(g.anchor_block(), last, progress=self.progress, label="recovery",
                              bytes_read=src.stored_bytes(g.y_blocks())
-                             + passes * src.stored_bytes(g.every_block()))
+                             + passes * src.stored_bytes(g.every_block()),
+                             optimize_graph=method not in KERNEL_SOLVERS)
         Q_SS = np.asarray(gram)[:, K:]
         Cext = zarr.open_array(cpath, mode="r")[:]
         C, conv, gap = Cext[:, :K], Cext[:, K] > 0.5, Cext[:, K + 1]

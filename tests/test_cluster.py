@@ -20,11 +20,15 @@ import pytest
 import streamtopic as st
 
 PY = sys.executable
+# the cluster runs with deploy/'s Dask settings, as a deployed one does
+DASK_ENV = dict(os.environ, DASK_CONFIG=str(Path(__file__).resolve().parent.parent / "deploy"
+                                            / "dask.yaml"))
 
 
 def _spawn(args: list[str], log: Path) -> subprocess.Popen:
     fh = open(log, "wb")
-    return subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
+                            env=DASK_ENV)
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -60,7 +64,7 @@ class Cluster:
         self.wait_for(n_workers)
 
     def add_worker(self, i: int) -> subprocess.Popen:
-        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+        env = dict(DASK_ENV, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                    MKL_NUM_THREADS="1")
         return subprocess.Popen(
             [PY, "-m", "distributed.cli.dask_worker", "--scheduler-file", self.file,
@@ -286,3 +290,26 @@ def test_client_arithmetic_uses_one_blas_thread_while_a_cluster_runs(monkeypatch
         with cl.client_blas():
             assert blas_threads() == {1}
         assert blas_threads() == {2}
+
+
+def test_local_cluster_paces_dask_housekeeping_for_coarse_tasks():
+    """The local cluster runs Dask's periodic work at CLUSTER_CONFIG's pace, in the
+    scheduler and the worker processes, and leaves the caller's config alone."""
+    import dask
+    import distributed  # noqa: F401  (loads distributed's defaults into dask.config)
+    from dask.utils import parse_timedelta
+
+    from streamtopic.cluster import CLUSTER_CONFIG, scheduler
+
+    keys = sorted(CLUSTER_CONFIG)
+    before = {k: dask.config.get(k) for k in keys}
+    assert before != CLUSTER_CONFIG  # (else this test would prove nothing)
+    tick = parse_timedelta(CLUSTER_CONFIG["distributed.admin.tick.interval"], default="ms")
+    with scheduler(n_workers=1, local="cluster", quiet=True) as client:
+        on_workers = client.run(lambda: {k: dask.config.get(k) for k in keys})
+        assert list(on_workers.values()) == [CLUSTER_CONFIG]
+        assert client.run(lambda dask_worker: dask_worker._tick_interval) == {
+            w: tick for w in on_workers}
+        assert client.run_on_scheduler(lambda dask_scheduler: dask_scheduler._tick_interval) \
+            == tick
+    assert {k: dask.config.get(k) for k in keys} == before

@@ -289,3 +289,39 @@ def test_jobqueue_renders_slurm_job_script():
     assert "--memory-limit 3.50GiB" in worker               # 28 GiB / 8 processes
     assert "--local-directory $TMPDIR" in worker
     assert sys.executable in worker or "python" in worker
+
+
+# --- Dask settings -------------------------------------------------------------------------------
+
+
+def _flat(tree: dict, prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in tree.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        out.update(_flat(v, key) if isinstance(v, dict) else {key: str(v)})
+    return out
+
+
+def test_dask_settings_file_is_the_local_clusters_and_dask_reads_it(tmp_path):
+    """deploy/dask.yaml holds exactly streamtopic.cluster.CLUSTER_CONFIG; the image copies it
+    where Dask looks, the SLURM scripts point DASK_CONFIG at it, and Dask, given it through
+    DASK_CONFIG as on SLURM, reads every setting from it."""
+    import json
+
+    from streamtopic.cluster import CLUSTER_CONFIG
+
+    (doc,) = load("dask.yaml")
+    assert _flat(doc) == CLUSTER_CONFIG
+    docker = (DEPLOY / "Dockerfile").read_text()
+    assert re.search(r"^COPY deploy/dask\.yaml /etc/dask/\S+\.yaml$", docker, re.M)
+    sbatch = (DEPLOY / "slurm" / "streamtopic.sbatch").read_text()
+    assert re.search(r"^export DASK_CONFIG=.*deploy/dask\.yaml", sbatch, re.M)
+    (cfg,) = load("slurm/jobqueue.yaml")
+    assert any(line.startswith("export DASK_CONFIG=") and "deploy/dask.yaml" in line
+               for line in cfg["jobqueue"]["slurm"]["job-script-prologue"])
+    code = ("import dask, json; print(json.dumps({k: dask.config.get(k) for k in "
+            f"{sorted(CLUSTER_CONFIG)!r}}}))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "DASK_CONFIG": str(DEPLOY / "dask.yaml"),
+                              "HOME": str(tmp_path)}, check=True)
+    assert json.loads(res.stdout) == CLUSTER_CONFIG
