@@ -74,6 +74,13 @@ def projection_block(seed: int | None, j0: int, j1: int, d: int, V: int) -> sp.c
     return sp.csr_matrix((values, (flat // d, flat % d)), shape=(j1 - j0, d))
 
 
+def _annotation_fns(per_key: dict[Any, dict[str, Any]]) -> dict[str, Any]:
+    """Per-key annotations as ``dask.annotate`` takes them (a function of the key per
+    annotation); none when no key has any."""
+    names = {n for a in per_key.values() for n in a}
+    return {n: (lambda k, n=n: per_key[k].get(n)) for n in names}
+
+
 def _sketch_part(src: Any, i: int, j: int, seed: int | None, d: int) -> tuple[np.ndarray, ...]:
     """What block (i, j), i <= j, of the symmetric Q adds to the sketch sums: for row block
     i, [Q_ij P_j | row sums | row sums of squares] (n_i×(d+2)); for i < j also, from
@@ -121,6 +128,8 @@ def sketch_sums(src: Any, d: int, seed: int | None) -> Any:
     import dask.array as da
     from dask.highlevelgraph import HighLevelGraph
 
+    from .cluster import spread
+
     nb, token = src.n_blocks, uuid.uuid4().hex[:16]
     pname, name = f"st-sketch-parts-{token}", f"st-sketch-{token}"
     parts = {(pname, i, j): (_sketch_part, src, i, j, seed, d)
@@ -130,12 +139,17 @@ def sketch_sums(src: Any, d: int, seed: int | None) -> Any:
         keys = [(pname, r, j) for j in range(r, nb)] + [(pname, i, r) for i in range(r)]
         sides = tuple([0] * (nb - r) + [1] * r)
         sums[(name, r, 0)] = (_sketch_row_block, sides, *keys)
-    # largest blocks first, so that no worker is left with a large part at the end while
-    # the others wait (a part's time follows its block's area: reading and decoding the
-    # block costs about as much as the products, so a block off the diagonal, with two
-    # products, takes little longer than one on it)
+    # shared out over the workers largest first, so that no worker is left with a large
+    # part at the end while the others wait. A part's time follows its block's area, half
+    # again for a block off the diagonal: reading and decoding a block costs about as much
+    # as one product with it, and such a block has two.
     sizes = tuple(src.span(i).stop - src.span(i).start for i in range(nb))
-    with dask.annotate(priority=lambda k: sizes[k[1]] * sizes[k[2]]):
+
+    def cost(k: tuple[str, int, int]) -> float:
+        return sizes[k[1]] * sizes[k[2]] * (1.5 if k[1] != k[2] else 1.0)
+
+    homes = dict(zip(parts, spread([cost(k) for k in parts])))
+    with dask.annotate(priority=cost), dask.annotate(**_annotation_fns(homes)):
         parts_layer = HighLevelGraph.from_collections(pname, parts).layers[pname]
     graph = HighLevelGraph({pname: parts_layer, name: sums}, {pname: set(), name: {pname}})
     return da.Array(graph, name, chunks=(sizes, (d + 2,)), dtype=np.float64,

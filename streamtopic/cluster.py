@@ -17,7 +17,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -89,6 +89,29 @@ def worker_addresses() -> list[str]:
     """Addresses of the current client's workers, sorted (empty without a client)."""
     client = current_client()
     return sorted(_workers(client)) if client is not None else []
+
+
+def spread(costs: Sequence[float]) -> list[dict[str, Any]]:
+    """Dask annotations that share tasks of the given costs out over the current client's
+    workers: largest first, each to the worker that would finish it first (LPT scheduling,
+    by worker threads). A loose restriction: another worker takes a task over if its worker
+    is lost. Empty annotations without a client or with one worker.
+
+    For a handful of coarse tasks of uneven size (the sketch's blocks of Q) this balances
+    the workers where Dask's scheduler would not: it hands the first tasks out in the order
+    it processes the graph, before any priority counts."""
+    client = current_client()
+    workers = _workers(client) if client is not None else {}
+    if len(workers) < 2:
+        return [{} for _ in costs]
+    threads = {a: max(1, int(workers[a].get("nthreads", 1))) for a in sorted(workers)}
+    load = dict.fromkeys(threads, 0.0)
+    out: list[dict[str, Any]] = [{} for _ in costs]
+    for k in sorted(range(len(costs)), key=lambda k: -costs[k]):
+        home = min(load, key=lambda a: (load[a] + costs[k]) / threads[a])
+        load[home] += costs[k]
+        out[k] = {"workers": [home], "allow_other_workers": True}
+    return out
 
 
 def _takes_n_workers(client: Any) -> bool:

@@ -313,3 +313,58 @@ def test_local_cluster_paces_dask_housekeeping_for_coarse_tasks():
         assert client.run_on_scheduler(lambda dask_scheduler: dask_scheduler._tick_interval) \
             == tick
     assert {k: dask.config.get(k) for k in keys} == before
+
+
+def test_spread_shares_tasks_out_largest_first_to_the_worker_that_finishes_first(monkeypatch):
+    """LPT: each task, largest first, to the worker (weighted by its threads) that would
+    finish it first; loose restrictions; nothing to annotate without a cluster of 2+."""
+    from streamtopic import cluster as cl
+
+    monkeypatch.setattr(cl, "current_client", lambda: None)
+    assert cl.spread([3.0, 1.0]) == [{}, {}]
+    workers = {"tcp://b": {"nthreads": 1}, "tcp://a": {"nthreads": 1}}
+    monkeypatch.setattr(cl, "current_client", lambda: object())
+    monkeypatch.setattr(cl, "_workers", lambda client: workers)
+    costs = [3.0, 5.0, 1.0, 4.0, 3.0]
+    homes = cl.spread(costs)
+    assert all(h["allow_other_workers"] is True and len(h["workers"]) == 1 for h in homes)
+    # 5 → a, 4 → b, 3 → b (7 < 8), 3 → a (8), 1 → b (8): loads 8 and 8
+    assert [h["workers"][0] for h in homes] == ["tcp://b", "tcp://a", "tcp://b", "tcp://b",
+                                                 "tcp://a"]
+    load = {}
+    for h, c in zip(homes, costs):
+        load[h["workers"][0]] = load.get(h["workers"][0], 0) + c
+    assert load == {"tcp://a": 8.0, "tcp://b": 8.0}
+    # a worker with 3 threads takes three tasks of equal size for every one the other takes
+    workers["tcp://a"]["nthreads"] = 3
+    picks = [h["workers"][0] for h in cl.spread([1.0] * 8)]
+    assert picks.count("tcp://a") == 6 and picks.count("tcp://b") == 2
+    monkeypatch.setattr(cl, "_workers", lambda client: {"tcp://a": {"nthreads": 4}})
+    assert cl.spread([1.0, 2.0]) == [{}, {}]  # one worker: nothing to share out
+
+
+def test_sketch_parts_are_shared_out_over_the_workers(monkeypatch, tmp_path):
+    """The sketch's parts carry LPT homes (largest first by cost) and priorities."""
+    import zarr
+
+    from streamtopic import cluster as cl
+    from streamtopic.anchors import sketch_sums
+    from streamtopic.store import QBlocks
+
+    path = str(tmp_path / "q.zarr")
+    zarr.create_array(path, shape=(10, 10), chunks=(4, 4), dtype="f8")[:] = np.eye(10)
+    monkeypatch.setattr(cl, "current_client", lambda: object())
+    monkeypatch.setattr(cl, "_workers", lambda client: {"tcp://a": {"nthreads": 1},
+                                                        "tcp://b": {"nthreads": 1}})
+    sums = sketch_sums(QBlocks.from_zarr(path), 3, seed=0)
+    (layer,) = [lay for name, lay in sums.dask.layers.items() if "parts" in name]
+    homes = {k: layer.annotations["workers"](k) for k in layer}
+    prio = {k: layer.annotations["priority"](k) for k in layer}
+    # blocks of 4, 4 and 2 rows: costs 16·1.5 = 24 for (0, 1); 16 for (0, 0), (1, 1);
+    # 8·1.5 = 12 for (0, 2), (1, 2); 4 for (2, 2)
+    assert {k[1:]: p for k, p in prio.items()} == {(0, 1): 24, (0, 0): 16, (1, 1): 16,
+                                                   (0, 2): 12, (1, 2): 12, (2, 2): 4}
+    load = {"tcp://a": 0.0, "tcp://b": 0.0}
+    for k, h in homes.items():
+        load[h[0]] += prio[k]
+    assert sorted(load.values()) == [40.0, 44.0]  # LPT: 24+12+4 | 16+16+12
