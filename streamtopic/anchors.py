@@ -103,15 +103,6 @@ def _sketch_part(src: Any, i: int, j: int, seed: int | None, d: int) -> tuple[np
     return rows, cols
 
 
-def _sketch_row_block(sides: tuple[int, ...], *parts: tuple[np.ndarray, ...]) -> np.ndarray:
-    """The sketch sums of one row block: the sum of its parts (``sides[k]`` picks the
-    element of ``parts[k]`` that belongs to this row block)."""
-    out = np.array(parts[0][sides[0]], copy=True)
-    for side, part in zip(sides[1:], parts[1:]):
-        out += part[side]
-    return out
-
-
 def sketch_sums(src: Any, d: int, seed: int | None) -> Any:
     """One pass over Q (V×V, read through ``src``, a :class:`~streamtopic.store.QBlocks`):
     a V×(d+2) dask array holding Q P (columns 0..d−1), the row sums p (column d) and the
@@ -129,16 +120,12 @@ def sketch_sums(src: Any, d: int, seed: int | None) -> Any:
     from dask.highlevelgraph import HighLevelGraph
 
     from .cluster import spread
+    from .store import row_block_sums, upper_blocks
 
     nb, token = src.n_blocks, uuid.uuid4().hex[:16]
     pname, name = f"st-sketch-parts-{token}", f"st-sketch-{token}"
-    parts = {(pname, i, j): (_sketch_part, src, i, j, seed, d)
-             for i in range(nb) for j in range(i, nb)}
-    sums = {}
-    for r in range(nb):
-        keys = [(pname, r, j) for j in range(r, nb)] + [(pname, i, r) for i in range(r)]
-        sides = tuple([0] * (nb - r) + [1] * r)
-        sums[(name, r, 0)] = (_sketch_row_block, sides, *keys)
+    parts = {(pname, i, j): (_sketch_part, src, i, j, seed, d) for i, j in upper_blocks(nb)}
+    sums = row_block_sums(pname, name, nb)
     # shared out over the workers largest first, so that no worker is left with a large
     # part at the end while the others wait. A part's time follows its block's area, half
     # again for a block off the diagonal: reading and decoding a block costs about as much

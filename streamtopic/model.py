@@ -39,7 +39,14 @@ from .recovery import (
     solve_kl,
     solve_l2,
 )
-from .store import CooccurrenceStore, QBlocks, StoreError, read_array_dense
+from .store import (
+    CooccurrenceStore,
+    QBlocks,
+    StoreError,
+    read_array_dense,
+    row_block_sums,
+    upper_blocks,
+)
 
 __all__ = ["AnchorTopicModel", "ModelError", "anchor_topic_cooccurrence"]
 
@@ -590,7 +597,7 @@ class AnchorTopicModel:
                                   compressors=None)[:] = A
                 (AtQA,) = compute(g.topic_topic(da.from_zarr(apath)), progress=self.progress,
                                   label="topic-topic",
-                                  bytes_read=src.stored_bytes(g.every_block()))
+                                  bytes_read=src.stored_bytes(g.upper_blocks()))
                 AtQA = np.asarray(AtQA)
             return A, prevalence, {"method": "original", "converged": n_fit, "fitted": n_fit,
                                    "max_gap": 0.0}, Q_SS, AtQA
@@ -629,7 +636,7 @@ class AnchorTopicModel:
         passes = 1 + (self.topic_topic != "anchor")  # B = Q Y (or Q̄'s rows), Aᵀ Q A
         gram, tail = compute(g.anchor_block(), last, progress=self.progress, label="recovery",
                              bytes_read=src.stored_bytes(g.y_blocks())
-                             + passes * src.stored_bytes(g.every_block()),
+                             + passes * src.stored_bytes(g.upper_blocks()),
                              optimize_graph=method not in KERNEL_SOLVERS)
         Q_SS = np.asarray(gram)[:, K:]
         Cext = zarr.open_array(cpath, mode="r")[:]
@@ -915,8 +922,10 @@ class _RecoveryGraph:
         return da.Array(graph, name, chunks=chunks, dtype=np.float64,
                         meta=np.empty((0,) * len(chunks)))
 
-    def every_block(self) -> list[tuple[int, int]]:
-        return [(i, j) for i in range(self.nb) for j in range(self.nb)]
+    def upper_blocks(self) -> list[tuple[int, int]]:
+        """The blocks on and above the diagonal: all that a pass over the symmetric Q
+        reads (what :meth:`kernel_fit`'s products and :meth:`topic_topic` read)."""
+        return upper_blocks(self.nb)
 
     def y_blocks(self) -> list[tuple[int, int]]:
         """The blocks of Q that hold anchor columns (what :meth:`Y` reads)."""
@@ -961,6 +970,21 @@ class _RecoveryGraph:
         self._gram = self._array("st-gram", dsk, [P], ((self.K,), (2 * self.K,)))
         return self._gram
 
+    def times(self, X: Any) -> Any:
+        """Q X (V×K) for X (V×K, chunked by Q's row blocks), by row blocks: a task per block
+        on and above the diagonal (Q is symmetric: block (i, j) also gives Q_ji X_i), then a
+        sum per row block."""
+        import dask
+
+        sizes = self.sizes
+        parts = {(i, j): (_block_times, self.src, i, j, (X.name, i, 0), (X.name, j, 0))
+                 for i, j in self.upper_blocks()}
+        # largest first; a block off the diagonal makes two products
+        with dask.annotate(priority=lambda k: sizes[k[1]] * sizes[k[2]] * (1 + (k[1] != k[2]))):
+            P = self._array("st-qy-parts", parts, [X], (self.sizes, (self.K,) * self.nb))
+        dsk = {k[1:]: v for k, v in row_block_sums(P.name, "", self.nb).items()}
+        return self._array("st-qy", dsk, [P], (self.sizes, (self.K,)))
+
     def kernel_fit(
         self, rows: int, inv_S: np.ndarray, *, method: str, tol: float, max_iter: int
     ) -> tuple[list[list[tuple]], Any]:
@@ -968,12 +992,7 @@ class _RecoveryGraph:
         array holding them: B = Q Y per block of Q, summed per row block, then the simplex
         fits by pieces of ``rows`` rows (``inv_S``: 1/p at the anchors)."""
         Y, gram = self.Y(), self.anchor_block()
-        parts = {(i, j): (_block_times, self.src, i, j, (Y.name, j, 0))
-                 for i in range(self.nb) for j in range(self.nb)}
-        P = self._array("st-qy-parts", parts, [Y], (self.sizes, (self.K,) * self.nb))
-        dsk = {(i, 0): (_sum_arrays, *[(P.name, i, j) for j in range(self.nb)])
-               for i in range(self.nb)}
-        B = self._array("st-qy", dsk, [P], (self.sizes, (self.K,)))
+        B = self.times(Y)
         pieces: dict = {}
         keys: list[list] = []
         piece_rows: list[int] = []
@@ -1009,10 +1028,9 @@ class _RecoveryGraph:
         """Cpᵀ Q Cp (K×K) for Cp (V×K, chunked by Q's row blocks), e.g. C diag p or A: a
         task per block of Q, then their sum."""
         parts = {(i, j): (_topic_part, self.src, i, j, (Cp.name, i, 0), (Cp.name, j, 0))
-                 for i, j in self.every_block()}
+                 for i, j in self.upper_blocks()}
         P = self._array("st-tt-parts", parts, [Cp], ((self.K,) * self.nb,) * 2)
-        dsk = {(0, 0): (_sum_arrays, *[(P.name, i, j) for i in range(self.nb)
-                                         for j in range(self.nb)])}
+        dsk = {(0, 0): (_sum_arrays, *[(P.name, i, j) for i, j in self.upper_blocks()])}
         return self._array("st-tt", dsk, [P], ((self.K,), (self.K,)))
 
     def done(self, Cp: Any) -> Any:
@@ -1049,9 +1067,16 @@ def _anchor_gram(anchors: np.ndarray, chunk: int, i: int, Y: np.ndarray) -> np.n
     return out
 
 
-def _block_times(src: QBlocks, i: int, j: int, X: np.ndarray) -> np.ndarray:
-    """Q_ij X_j (n_i×K)."""
-    return src.block(i, j) @ X
+def _block_times(
+    src: QBlocks, i: int, j: int, X_i: np.ndarray, X_j: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """What block (i, j), i <= j, of the symmetric Q adds to Q X: Q_ij X_j (n_i×K) to row
+    block i and, for i < j, Q_ji X_i = Q_ijᵀ X_i (n_j×K) to row block j. One read serves
+    both."""
+    block = src.block(i, j)
+    if i == j:
+        return (block @ X_j,)
+    return block @ X_j, (X_i.T @ block).T
 
 
 def _scratch_rows(rows_path: str, r0: int, r1: int) -> tuple[np.ndarray, np.ndarray]:
@@ -1088,8 +1113,10 @@ def _join_rows(cpath: str, rows_path: str, r0: int, K: int, *pieces: np.ndarray)
 
 
 def _topic_part(src: QBlocks, i: int, j: int, Cp_i: np.ndarray, Cp_j: np.ndarray) -> np.ndarray:
-    """Cp_iᵀ Q_ij Cp_j (K×K)."""
-    return Cp_i.T @ (src.block(i, j) @ Cp_j)
+    """What block (i, j), i <= j, of the symmetric Q adds to Cpᵀ Q Cp (K×K): M = Cp_iᵀ Q_ij
+    Cp_j, plus, for i < j, Mᵀ = Cp_jᵀ Q_ji Cp_i."""
+    M = Cp_i.T @ (src.block(i, j) @ Cp_j)
+    return M if i == j else M + M.T
 
 
 def _count_rows(*blocks: np.ndarray) -> np.ndarray:

@@ -277,6 +277,32 @@ class QBlocks:
         return read_q_block(self.root, int(self.versions[i, j]), rows, cols, self.scale)
 
 
+def upper_blocks(nb: int) -> list[tuple[int, int]]:
+    """The blocks (i, j), i <= j, of an nb×nb grid: all that a pass over the symmetric Q
+    reads, since block (j, i) is the transpose of block (i, j)."""
+    return [(i, j) for i in range(nb) for j in range(i, nb)]
+
+
+def row_block_sums(parts: str, name: str, nb: int) -> dict[tuple[str, int, int], tuple]:
+    """Dask tasks ``(name, r, 0)`` summing the row blocks r of a pass over
+    :func:`upper_blocks`: task ``(parts, i, j)`` returns its contribution to row block i and,
+    for i < j, then its contribution to row block j (from the transposed block)."""
+    sums = {}
+    for r in range(nb):
+        keys = [(parts, r, j) for j in range(r, nb)] + [(parts, i, r) for i in range(r)]
+        sides = tuple([0] * (nb - r) + [1] * r)
+        sums[(name, r, 0)] = (sum_sides, sides, *keys)
+    return sums
+
+
+def sum_sides(sides: tuple[int, ...], *parts: tuple[np.ndarray, ...]) -> np.ndarray:
+    """The sum of ``parts[k][sides[k]]`` (float64, a new array)."""
+    out = np.array(parts[0][sides[0]], dtype=np.float64, copy=True)
+    for side, part in zip(sides[1:], parts[1:]):
+        out += part[side]
+    return out
+
+
 _READ_ONLY: dict[str, zarr.Array] = {}
 
 

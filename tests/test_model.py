@@ -151,6 +151,64 @@ def test_fit_graphs_are_coarse(truth, tmp_path, caplog):
     assert tasks["recovery"] <= 3 * nb * nb + 4 * nb + pieces + 2
 
 
+def test_passes_over_q_read_the_blocks_on_and_above_the_diagonal(truth, tmp_path, monkeypatch):
+    """Q is symmetric: the sketch, the products Q Y and Aᵀ Q A read each block on and above
+    the diagonal once, and only the anchor columns' pass reads blocks below it. The fit is
+    the one of a dense Q held in memory."""
+    from collections import Counter
+
+    from streamtopic.store import QBlocks
+
+    Q = synth.population_cooccurrence(truth[0], 0.1)
+    store = st.CooccurrenceStore.from_array(Q, synth.default_vocab(V), tmp_path / "q.zarr",
+                                            n_docs=10**6, chunk_size=512)
+    nb = 4
+    reads: Counter = Counter()
+    block = QBlocks.block
+
+    def counted(self, i, j):
+        reads[i, j] += 1
+        return block(self, i, j)
+
+    monkeypatch.setattr(QBlocks, "block", counted)
+    m = AnchorTopicModel(K, seed=0, memory_budget=1).fit(store)
+    owners = set((m.anchors_ // 512).tolist())
+    for (i, j), n in reads.items():
+        # sketch, products and topic-topic; plus the anchor columns' read of its columns
+        assert n == (3 if i <= j else 0) + (j in owners), (i, j, n)
+    assert sum(reads.values()) == 3 * nb * (nb + 1) // 2 + nb * len(owners)
+    monkeypatch.setattr(QBlocks, "block", block)
+    held = AnchorTopicModel(K, seed=0).fit(store)
+    np.testing.assert_allclose(m.components_, held.components_, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(m.topic_cooccurrence_, held.topic_cooccurrence_, rtol=0,
+                               atol=1e-12)
+
+
+def test_recovery_products_from_the_upper_blocks_equal_the_dense_ones(tmp_path):
+    """Q X and Xᵀ Q X from the blocks on and above the diagonal equal the dense products,
+    with a partial last block."""
+    import dask.array as da
+    import zarr
+
+    from streamtopic.model import _RecoveryGraph
+    from streamtopic.store import QBlocks
+
+    rng = np.random.default_rng(3)
+    M = rng.random((1100, 1100))
+    Q = M + M.T
+    X = rng.random((1100, 6))
+    path = str(tmp_path / "q.zarr")
+    zarr.create_array(path, shape=Q.shape, chunks=(400, 400), dtype="f8")[:] = Q
+    rows = str(tmp_path / "rows.zarr")
+    zarr.create_array(rows, shape=(1100, 2), chunks=(400, 2), dtype="f8")[:] = 1.0
+    for src in (QBlocks.from_zarr(path), QBlocks.from_memory(Q, 400)):
+        g = _RecoveryGraph(src, np.arange(6) * 150, rows)
+        Xd = da.from_array(X, chunks=(400, 6))
+        np.testing.assert_allclose(g.times(Xd).compute(scheduler="sync"), Q @ X, rtol=1e-12)
+        np.testing.assert_allclose(g.topic_topic(Xd).compute(scheduler="sync"), X.T @ Q @ X,
+                                   rtol=1e-12)
+
+
 def test_zero_rows_get_zero_mass_and_are_never_anchors(tmp_path):
     rng = np.random.default_rng(0)
     A = rng.dirichlet(np.full(40, 0.3), size=4).T
