@@ -119,24 +119,29 @@ def sketch_sums(src: Any, d: int, seed: int | None) -> Any:
     import dask.array as da
     from dask.highlevelgraph import HighLevelGraph
 
-    from .cluster import spread
+    from .cluster import n_workers, spread
     from .store import row_block_sums, upper_blocks
 
     nb, token = src.n_blocks, uuid.uuid4().hex[:16]
     pname, name = f"st-sketch-parts-{token}", f"st-sketch-{token}"
     parts = {(pname, i, j): (_sketch_part, src, i, j, seed, d) for i, j in upper_blocks(nb)}
     sums = row_block_sums(pname, name, nb)
-    # shared out over the workers largest first, so that no worker is left with a large
-    # part at the end while the others wait. A part's time follows its block's area, half
-    # again for a block off the diagonal: reading and decoding a block costs about as much
-    # as one product with it, and such a block has two.
     sizes = tuple(src.span(i).stop - src.span(i).start for i in range(nb))
 
     def cost(k: tuple[str, int, int]) -> float:
         return sizes[k[1]] * sizes[k[2]] * (1.5 if k[1] != k[2] else 1.0)
 
-    homes = dict(zip(parts, spread([cost(k) for k in parts])))
-    with dask.annotate(priority=cost), dask.annotate(**_annotation_fns(homes)):
+    annotations: dict[str, Any] = {}
+    if len(parts) <= FEW_PARTS * n_workers():
+        # a few parts per worker thread: share them out largest first, so that no worker is
+        # left with a large part at the end while the others wait. A part's time follows its
+        # block's area, half again for a block off the diagonal: reading and decoding a
+        # block costs about as much as one product with it, and such a block has two. (With
+        # many parts, Dask's own order is kept: it runs the parts of a row block's sum close
+        # together, so their n×(d+2) results do not pile up in memory.)
+        homes = dict(zip(parts, spread([cost(k) for k in parts])))
+        annotations = {"priority": cost, **_annotation_fns(homes)}
+    with dask.annotate(**annotations):
         parts_layer = HighLevelGraph.from_collections(pname, parts).layers[pname]
     graph = HighLevelGraph({pname: parts_layer, name: sums}, {pname: set(), name: {pname}})
     return da.Array(graph, name, chunks=(sizes, (d + 2,)), dtype=np.float64,
@@ -402,6 +407,7 @@ def _check_n_topics(K: int, n_candidates: int) -> None:
         )
 
 
+FEW_PARTS = 4  # sketch parts per worker thread, at most, that are shared out by cost
 SPLIT_BYTES = 32 * 2**20  # points per thread of the anchor search's products, at least
 
 

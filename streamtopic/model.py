@@ -508,8 +508,7 @@ class AnchorTopicModel:
         # unoptimised: the graph is already coarse, and optimising it drops the parts'
         # priority annotations
         compute(_to_scratch(sums, path), progress=self.progress, label="sketch",
-                bytes_read=src.stored_bytes([(i, j) for i in range(nb) for j in range(i, nb)]),
-                optimize_graph=False)
+                bytes_read=src.stored_bytes(upper_blocks(nb)), optimize_graph=False)
         raw = zarr.open_array(path, mode="r")[:]
         p = raw[:, d].copy()
         inv = _inverse(p)

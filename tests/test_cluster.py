@@ -344,7 +344,8 @@ def test_spread_shares_tasks_out_largest_first_to_the_worker_that_finishes_first
 
 
 def test_sketch_parts_are_shared_out_over_the_workers(monkeypatch, tmp_path):
-    """The sketch's parts carry LPT homes (largest first by cost) and priorities."""
+    """The sketch's parts carry LPT homes (largest first by cost) and priorities when they
+    are few per worker; many parts keep Dask's order."""
     import zarr
 
     from streamtopic import cluster as cl
@@ -368,3 +369,7 @@ def test_sketch_parts_are_shared_out_over_the_workers(monkeypatch, tmp_path):
     for k, h in homes.items():
         load[h[0]] += prio[k]
     assert sorted(load.values()) == [40.0, 44.0]  # LPT: 24+12+4 | 16+16+12
+    # many parts per worker (15 > 4 per thread): Dask's own order, which keeps few in memory
+    many = sketch_sums(QBlocks.from_memory(np.eye(10), 2), 3, seed=0)
+    (layer,) = [lay for name, lay in many.dask.layers.items() if "parts" in name]
+    assert len(layer) == 15 and not layer.annotations
