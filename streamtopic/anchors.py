@@ -74,13 +74,6 @@ def projection_block(seed: int | None, j0: int, j1: int, d: int, V: int) -> sp.c
     return sp.csr_matrix((values, (flat // d, flat % d)), shape=(j1 - j0, d))
 
 
-def _annotation_fns(per_key: dict[Any, dict[str, Any]]) -> dict[str, Any]:
-    """Per-key annotations as ``dask.annotate`` takes them (a function of the key per
-    annotation); none when no key has any."""
-    names = {n for a in per_key.values() for n in a}
-    return {n: (lambda k, n=n: per_key[k].get(n)) for n in names}
-
-
 def _sketch_part(src: Any, i: int, j: int, seed: int | None, d: int) -> tuple[np.ndarray, ...]:
     """What block (i, j), i <= j, of the symmetric Q adds to the sketch sums: for row block
     i, [Q_ij P_j | row sums | row sums of squares] (n_i×(d+2)); for i < j also, from
@@ -119,32 +112,29 @@ def sketch_sums(src: Any, d: int, seed: int | None) -> Any:
     import dask.array as da
     from dask.highlevelgraph import HighLevelGraph
 
-    from .cluster import n_workers, spread
+    from .cluster import annotations_by_key, n_workers, spread
     from .store import row_block_sums, upper_blocks
 
     nb, token = src.n_blocks, uuid.uuid4().hex[:16]
     pname, name = f"st-sketch-parts-{token}", f"st-sketch-{token}"
     parts = {(pname, i, j): (_sketch_part, src, i, j, seed, d) for i, j in upper_blocks(nb)}
     sums = row_block_sums(pname, name, nb)
-    sizes = tuple(src.span(i).stop - src.span(i).start for i in range(nb))
 
     def cost(k: tuple[str, int, int]) -> float:
-        return sizes[k[1]] * sizes[k[2]] * (1.5 if k[1] != k[2] else 1.0)
+        return src.pass_cost(k[1], k[2])
 
     annotations: dict[str, Any] = {}
     if len(parts) <= FEW_PARTS * n_workers():
         # a few parts per worker thread: share them out largest first, so that no worker is
-        # left with a large part at the end while the others wait. A part's time follows its
-        # block's area, half again for a block off the diagonal: reading and decoding a
-        # block costs about as much as one product with it, and such a block has two. (With
-        # many parts, Dask's own order is kept: it runs the parts of a row block's sum close
-        # together, so their n×(d+2) results do not pile up in memory.)
+        # left with a large part at the end while the others wait. (With many parts, Dask's
+        # own order is kept: it runs the parts of a row block's sum close together, so their
+        # n×(d+2) results do not pile up in memory.)
         homes = dict(zip(parts, spread([cost(k) for k in parts])))
-        annotations = {"priority": cost, **_annotation_fns(homes)}
+        annotations = {"priority": cost, **annotations_by_key(homes)}
     with dask.annotate(**annotations):
         parts_layer = HighLevelGraph.from_collections(pname, parts).layers[pname]
     graph = HighLevelGraph({pname: parts_layer, name: sums}, {pname: set(), name: {pname}})
-    return da.Array(graph, name, chunks=(sizes, (d + 2,)), dtype=np.float64,
+    return da.Array(graph, name, chunks=(src.sizes, (d + 2,)), dtype=np.float64,
                     meta=np.empty((0, 0)))
 
 

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 __all__ = [
@@ -112,6 +112,13 @@ def spread(costs: Sequence[float]) -> list[dict[str, Any]]:
         load[home] += costs[k]
         out[k] = {"workers": [home], "allow_other_workers": True}
     return out
+
+
+def annotations_by_key(per_key: dict[Any, dict[str, Any]]) -> dict[str, Any]:
+    """Per-key annotations (e.g. :func:`spread`'s, by task key) as ``dask.annotate`` takes
+    them for a whole layer: a function of the key per annotation; none when no key has any."""
+    names = {n for a in per_key.values() for n in a}
+    return {n: (lambda k, n=n: per_key[k].get(n)) for n in names}
 
 
 def _takes_n_workers(client: Any) -> bool:
@@ -308,12 +315,7 @@ def _one_blas_thread(client: Any) -> Iterator[None]:
     """Pin BLAS to one thread while work runs on threads of this process (Dask's threaded
     scheduler, or a cluster whose workers live in this process), so that its threads do not
     oversubscribe the cores; worker processes are pinned by their environment."""
-    from threadpoolctl import threadpool_limits
-
-    if client is None or _in_process_workers(client):
-        with threadpool_limits(limits=1, user_api="blas"):
-            yield
-    else:
+    with _blas_pinned(client is None or _in_process_workers(client)):
         yield
 
 
@@ -323,13 +325,15 @@ def client_blas() -> Iterator[None]:
     rule) while a distributed cluster runs the passes. That work is small and serial, and an
     idle BLAS pool spins on the cores that workers sharing the machine need (measured: 0.25 s
     of CPU per fit on 2 cores). Without a client nothing changes."""
+    with _blas_pinned(current_client() is not None):
+        yield
+
+
+def _blas_pinned(pin: bool) -> AbstractContextManager[Any]:
+    """BLAS limited to one thread inside (when ``pin``), else nothing changed."""
     from threadpoolctl import threadpool_limits
 
-    if current_client() is None:
-        yield
-    else:
-        with threadpool_limits(limits=1, user_api="blas"):
-            yield
+    return threadpool_limits(limits=1, user_api="blas") if pin else nullcontext()
 
 
 def _in_process_workers(client: Any) -> bool:

@@ -45,6 +45,7 @@ from .store import (
     StoreError,
     read_array_dense,
     row_block_sums,
+    sum_arrays,
     upper_blocks,
 )
 
@@ -905,7 +906,7 @@ class _RecoveryGraph:
         self.anchors = np.asarray(anchors, dtype=np.int64)
         self.K = int(self.anchors.size)
         self.nb = src.n_blocks
-        self.sizes = tuple(src.span(i).stop - src.span(i).start for i in range(self.nb))
+        self.sizes = src.sizes
         self.rows_path = rows_path
         self.token = uuid.uuid4().hex[:16]
         self._y: Any = None
@@ -951,7 +952,7 @@ class _RecoveryGraph:
         sizes = self.sizes
         with dask.annotate(priority=lambda k: sizes[k[1]] * sizes[k[2]]):
             P = self._array("st-yparts", parts, [], (self.sizes, (K,) * self.nb))
-        dsk = {(i, 0): (_sum_arrays, *[(P.name, i, j) for j in range(self.nb)
+        dsk = {(i, 0): (sum_arrays, *[(P.name, i, j) for j in range(self.nb)
                                          if (i, j) in parts])
                for i in range(self.nb)}
         self._y = self._array("st-y", dsk, [P], (self.sizes, (K,)))
@@ -965,7 +966,7 @@ class _RecoveryGraph:
         parts = {(i, 0): (_anchor_gram, self.anchors, self.src.chunk, i, (Y.name, i, 0))
                  for i in range(self.nb)}
         P = self._array("st-gram-parts", parts, [Y], ((self.K,) * self.nb, (2 * self.K,)))
-        dsk = {(0, 0): (_sum_arrays, *[(P.name, i, 0) for i in range(self.nb)])}
+        dsk = {(0, 0): (sum_arrays, *[(P.name, i, 0) for i in range(self.nb)])}
         self._gram = self._array("st-gram", dsk, [P], ((self.K,), (2 * self.K,)))
         return self._gram
 
@@ -975,11 +976,10 @@ class _RecoveryGraph:
         sum per row block."""
         import dask
 
-        sizes = self.sizes
-        parts = {(i, j): (_block_times, self.src, i, j, (X.name, i, 0), (X.name, j, 0))
+        src = self.src
+        parts = {(i, j): (_block_times, src, i, j, (X.name, i, 0), (X.name, j, 0))
                  for i, j in self.upper_blocks()}
-        # largest first; a block off the diagonal makes two products
-        with dask.annotate(priority=lambda k: sizes[k[1]] * sizes[k[2]] * (1 + (k[1] != k[2]))):
+        with dask.annotate(priority=lambda k: src.pass_cost(k[1], k[2])):  # largest first
             P = self._array("st-qy-parts", parts, [X], (self.sizes, (self.K,) * self.nb))
         dsk = {k[1:]: v for k, v in row_block_sums(P.name, "", self.nb).items()}
         return self._array("st-qy", dsk, [P], (self.sizes, (self.K,)))
@@ -1029,7 +1029,7 @@ class _RecoveryGraph:
         parts = {(i, j): (_topic_part, self.src, i, j, (Cp.name, i, 0), (Cp.name, j, 0))
                  for i, j in self.upper_blocks()}
         P = self._array("st-tt-parts", parts, [Cp], ((self.K,) * self.nb,) * 2)
-        dsk = {(0, 0): (_sum_arrays, *[(P.name, i, j) for i, j in self.upper_blocks()])}
+        dsk = {(0, 0): (sum_arrays, *[(P.name, i, j) for i, j in self.upper_blocks()])}
         return self._array("st-tt", dsk, [P], ((self.K,), (self.K,)))
 
     def done(self, Cp: Any) -> Any:
@@ -1045,13 +1045,6 @@ def _anchor_columns(src: QBlocks, i: int, j: int, cols: np.ndarray, ks: np.ndarr
     block = src.block(i, j)
     out = np.zeros((block.shape[0], K))
     out[:, ks] = block[:, cols]
-    return out
-
-
-def _sum_arrays(*parts: np.ndarray) -> np.ndarray:
-    out = np.array(parts[0], dtype=np.float64, copy=True)
-    for part in parts[1:]:
-        out += part
     return out
 
 

@@ -248,6 +248,18 @@ class QBlocks:
         """The rows (or columns) of block row (or column) ``i``."""
         return slice(i * self.chunk, min(self.V, (i + 1) * self.chunk))
 
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The rows of each block row."""
+        return tuple(min(self.V, (i + 1) * self.chunk) - i * self.chunk
+                     for i in range(self.n_blocks))
+
+    def pass_cost(self, i: int, j: int) -> float:
+        """Relative time of a task of a pass over :func:`upper_blocks` on block (i, j): its
+        area, half again off the diagonal, where the block serves two row blocks (reading
+        and decoding a block costs about as much as one product with it)."""
+        return float(self.sizes[i] * self.sizes[j]) * (1.5 if i != j else 1.0)
+
     def stored_bytes(self, blocks: Sequence[tuple[int, int]]) -> int:
         """Bytes on disk that reading ``blocks`` reads (0 for an in-memory array, and for
         blocks never written)."""
@@ -297,9 +309,14 @@ def row_block_sums(parts: str, name: str, nb: int) -> dict[tuple[str, int, int],
 
 def sum_sides(sides: tuple[int, ...], *parts: tuple[np.ndarray, ...]) -> np.ndarray:
     """The sum of ``parts[k][sides[k]]`` (float64, a new array)."""
-    out = np.array(parts[0][sides[0]], dtype=np.float64, copy=True)
-    for side, part in zip(sides[1:], parts[1:]):
-        out += part[side]
+    return sum_arrays(*(part[side] for side, part in zip(sides, parts)))
+
+
+def sum_arrays(*parts: np.ndarray) -> np.ndarray:
+    """The sum of the arrays (float64, a new array)."""
+    out = np.array(parts[0], dtype=np.float64, copy=True)
+    for part in parts[1:]:
+        out += part
     return out
 
 
