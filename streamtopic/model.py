@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .anchors import default_anchor_min_df, find_anchors, find_anchors_qr, sketch_sums
+from .anchors import default_anchor_min_df, find_anchors, find_anchors_qr, write_sketch
 from .recovery import (
     RECOVER_METHODS,
     recover_original,
@@ -74,6 +74,22 @@ class _ReadOnly:
 
     def __getitem__(self, key: Any) -> np.ndarray:
         return self._array[key]
+
+
+class _CandidateRows:
+    """The points of some words only: ``rows`` (n×d) of the sorted word ids ``ids`` (n,),
+    indexed by word ids as the full V×d array would be."""
+
+    def __init__(self, ids: np.ndarray, rows: np.ndarray) -> None:
+        self.ids = ids
+        self.rows = rows
+
+    def __getitem__(self, words: np.ndarray) -> np.ndarray:
+        words = np.asarray(words)
+        pos = np.minimum(np.searchsorted(self.ids, words), max(self.ids.size - 1, 0))
+        if self.ids.size == 0 or not np.array_equal(self.ids[pos], words):
+            raise KeyError("only the candidates' points are held")
+        return self.rows[pos]
 
 
 class ModelError(ValueError):
@@ -320,13 +336,13 @@ class AnchorTopicModel:
             t0 = time.perf_counter()
             if self.anchor_method == "qr":
                 p, norms = self._row_stats(Q)
+                candidates = self._candidates(store, p)
                 X_points = None
             else:
-                p, norms, X_points = self._sketch(Q, src, scratch)
+                p, norms, candidates, X_points = self._sketch(Q, src, store, scratch)
             seconds["sketch"] = time.perf_counter() - t0
 
             t0 = time.perf_counter()
-            candidates = self._candidates(store, p)
             if self.anchor_method == "qr":
                 res = find_anchors_qr(Q if Q_held is None else Q_held, p, K, candidates,
                                       norms=norms,
@@ -483,10 +499,12 @@ class AnchorTopicModel:
         return p, np.asarray(sq, dtype=np.float64) * inv * inv
 
     def _sketch(
-        self, Q: Any, src: QBlocks, scratch: str
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Row sums p (V,), squared row norms of Q̄ (V,), and the points anchors are chosen
-        among (V×d: the sketch, or Q̄ itself in exact mode)."""
+        self, Q: Any, src: QBlocks, store: CooccurrenceStore, scratch: str
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+        """Row sums p (V,), squared row norms of Q̄ (V,), the anchor candidates (sorted word
+        ids) and the points anchors are chosen among, indexable by those ids: the
+        candidates' rows of the sketch (n_candidates×d, the only rows read back), or Q̄
+        itself (V×V) in exact mode."""
         import zarr
 
         from .cluster import compute
@@ -501,22 +519,25 @@ class AnchorTopicModel:
             p = Qn.sum(axis=1)
             inv = _inverse(p)
             Qbar = Qn * inv[:, None]
-            return p, np.einsum("ij,ij->i", Qbar, Qbar), Qbar
+            return p, np.einsum("ij,ij->i", Qbar, Qbar), self._candidates(store, p), Qbar
         d = int(min(self.sketch_dim, V))
-        path = os.path.join(scratch, "sketch")
-        sums = sketch_sums(src, d, self.seed)
-        nb = src.n_blocks
+        xpath, spath = os.path.join(scratch, "sketch"), os.path.join(scratch, "sketch-stats")
         # unoptimised: the graph is already coarse, and optimising it drops the parts'
         # priority annotations
-        compute(_to_scratch(sums, path), progress=self.progress, label="sketch",
-                bytes_read=src.stored_bytes(upper_blocks(nb)), optimize_graph=False)
-        raw = zarr.open_array(path, mode="r")[:]
-        p = raw[:, d].copy()
+        compute(write_sketch(src, d, self.seed, xpath, spath), progress=self.progress,
+                label="sketch", bytes_read=src.stored_bytes(upper_blocks(src.n_blocks)),
+                optimize_graph=False)
+        sums = zarr.open_array(spath, mode="r")[:]
+        p = sums[:, 0].copy()
         inv = _inverse(p)
-        norms = raw[:, d + 1] * inv * inv
-        X = raw[:, :d]
-        X *= inv[:, None]
-        return p, norms, X
+        norms = sums[:, 1] * inv * inv
+        candidates = self._candidates(store, p)
+        # PᵀQ is d×V: the candidates' columns, scaled by 1/p, are their rows of Q̄ P
+        cols = zarr.open_array(xpath, mode="r").get_orthogonal_selection(
+            (slice(None), candidates))
+        rows = np.ascontiguousarray(cols.T, dtype=np.float64)
+        rows *= inv[candidates, None]
+        return p, norms, candidates, _CandidateRows(candidates, rows)
 
     def _candidates(self, store: CooccurrenceStore, p: np.ndarray) -> np.ndarray:
         has_mass = p > 0

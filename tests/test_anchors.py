@@ -14,7 +14,7 @@ from streamtopic.anchors import (
     find_anchors,
     find_anchors_qr,
     projection_block,
-    sketch_sums,
+    write_sketch,
 )
 from streamtopic.store import QBlocks
 
@@ -153,7 +153,7 @@ def test_anchor_distances_are_least_squares_distances_to_the_other_anchors():
 
 
 def test_sketch_from_the_upper_blocks_equals_the_dense_product(tmp_path):
-    """Q P, row sums and row sums of squares, from blocks on and above the diagonal only,
+    """(Q P)ᵀ, row sums and row sums of squares, from blocks on and above the diagonal only,
     for the store, a zarr array and an in-memory array (a partial last block included)."""
     import zarr
 
@@ -166,12 +166,20 @@ def test_sketch_from_the_upper_blocks_equals_the_dense_product(tmp_path):
                                             tmp_path / "s.zarr", n_docs=n_docs, chunk_size=c)
     zarr.create_array(str(tmp_path / "q.zarr"), shape=(V, V), chunks=(c, c), dtype="f8")[:] = Q
     P = sp.vstack([projection_block(3, j0, min(V, j0 + c), d, V) for j0 in range(0, V, c)])
-    want = np.column_stack([Q @ P.toarray(), Q.sum(axis=1), (Q * Q).sum(axis=1)])
+    QP = Q @ P.toarray()
     for src in (QBlocks.from_store(store), QBlocks.from_zarr(str(tmp_path / "q.zarr")),
                 QBlocks.from_memory(Q, c)):
-        got = sketch_sums(src, d, 3)
-        assert got.chunks == ((128, 128, 44), (d + 2,))
-        np.testing.assert_allclose(got.compute(), want, rtol=1e-12, atol=1e-12)
+        xpath, spath = str(tmp_path / "proj.zarr"), str(tmp_path / "stats.zarr")
+        assert write_sketch(src, d, 3, xpath, spath).compute() == V
+        proj, stats = zarr.open_array(xpath), zarr.open_array(spath)
+        assert proj.chunks == (d, c) and proj.dtype == np.float32
+        assert stats.chunks == (c, 2) and stats.dtype == np.float64
+        got, sums = proj[:], stats[:]
+        # the projection in single precision (relative to the largest entry of its row)
+        err = np.abs(got.T - QP).max(axis=1) / np.abs(QP).max(axis=1)
+        assert err.max() < 1e-6
+        np.testing.assert_allclose(sums, np.column_stack([Q.sum(axis=1), (Q * Q).sum(axis=1)]),
+                                   rtol=1e-12)
     # what a pass reads, for the stage logs
     every = [(i, j) for i in range(3) for j in range(3)]
     assert QBlocks.from_store(store).stored_bytes(every) == store.q_bytes() > 0

@@ -349,15 +349,18 @@ def test_sketch_parts_are_shared_out_over_the_workers(monkeypatch, tmp_path):
     import zarr
 
     from streamtopic import cluster as cl
-    from streamtopic.anchors import sketch_sums
+    from streamtopic.anchors import write_sketch
     from streamtopic.store import QBlocks
+
+    def scratch(name):
+        return str(tmp_path / f"{name}-x.zarr"), str(tmp_path / f"{name}-s.zarr")
 
     path = str(tmp_path / "q.zarr")
     zarr.create_array(path, shape=(10, 10), chunks=(4, 4), dtype="f8")[:] = np.eye(10)
     monkeypatch.setattr(cl, "current_client", lambda: object())
     monkeypatch.setattr(cl, "_workers", lambda client: {"tcp://a": {"nthreads": 1},
                                                         "tcp://b": {"nthreads": 1}})
-    sums = sketch_sums(QBlocks.from_zarr(path), 3, seed=0)
+    sums = write_sketch(QBlocks.from_zarr(path), 3, 0, *scratch("a"))
     (layer,) = [lay for name, lay in sums.dask.layers.items() if "parts" in name]
     homes = {k: layer.annotations["workers"](k) for k in layer}
     prio = {k: layer.annotations["priority"](k) for k in layer}
@@ -370,6 +373,6 @@ def test_sketch_parts_are_shared_out_over_the_workers(monkeypatch, tmp_path):
         load[h[0]] += prio[k]
     assert sorted(load.values()) == [40.0, 44.0]  # LPT: 24+12+4 | 16+16+12
     # many parts per worker (15 > 4 per thread): Dask's own order, which keeps few in memory
-    many = sketch_sums(QBlocks.from_memory(np.eye(10), 2), 3, seed=0)
+    many = write_sketch(QBlocks.from_memory(np.eye(10), 2), 3, 0, *scratch("b"))
     (layer,) = [lay for name, lay in many.dask.layers.items() if "parts" in name]
     assert len(layer) == 15 and not layer.annotations
