@@ -88,12 +88,14 @@ def _row_stats(block: np.ndarray, axis: int) -> np.ndarray:
 
 
 def _sketch_part(
-    src: Any, i: int, j: int, seed: int | None, d: int
+    src: Any, i: int, j: int, seed: int | None, d: int,
+    cols_i: np.ndarray | None = None, cols_j: np.ndarray | None = None,
 ) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
     """What block (i, j), i <= j, of the symmetric Q adds to the sketch sums: for row block
     i, (P_jᵀ Q_ijᵀ, d×n_i float32; its rows' sums and sums of squares, n_i×2 float64); for
     i < j also, from Q_ji = Q_ijᵀ, (P_iᵀ Q_ij, d×n_j; its columns' sums and squares). One
-    read serves both row blocks.
+    read serves both row blocks. ``cols_i`` (``cols_j``): the rows of block i (j), as
+    offsets in it, whose projections are wanted (None: all); the sums cover all rows.
 
     The products are float32 (the anchor search multiplies in float32 anyway; the sketch
     is accurate to about 1/√d), and transposed: a sparse P_jᵀ times a C-ordered dense block
@@ -103,22 +105,24 @@ def _sketch_part(
     block = src.block(i, j)
     V = src.V
     ri, rj = src.span(i), src.span(j)
-    rows = (_projection_t(seed, rj, d, V) @ np.ascontiguousarray(block.T, dtype=np.float32),
+    sub = block if cols_i is None else block[cols_i]
+    rows = (_projection_t(seed, rj, d, V) @ np.ascontiguousarray(sub.T, dtype=np.float32),
             _row_stats(block, 1))
     if i == j:
         return (rows,)
-    cols = (_projection_t(seed, ri, d, V) @ block.astype(np.float32), _row_stats(block, 0))
+    sub = block if cols_j is None else block[:, cols_j]
+    cols = (_projection_t(seed, ri, d, V) @ sub.astype(np.float32), _row_stats(block, 0))
     return rows, cols
 
 
 def _write_sketch_block(
-    proj_path: str, stats_path: str, start: int, sides: tuple[int, ...],
-    *parts: tuple[tuple[np.ndarray, np.ndarray], ...],
+    proj_path: str, stats_path: str, start: int, cols: np.ndarray | None,
+    sides: tuple[int, ...], *parts: tuple[tuple[np.ndarray, np.ndarray], ...],
 ) -> int:
-    """Sum a row block's parts, ``parts[k][sides[k]]``, each a pair (d×n float32, n×2
+    """Sum a row block's parts, ``parts[k][sides[k]]``, each a pair (d×m float32, n×2
     float64), and write the sums at column (row) ``start`` of the arrays at ``proj_path``
-    (d×V) and ``stats_path`` (V×2), whose chunks of that row block this task owns. Returns
-    the block's row count."""
+    (d×V; the m projected rows at offsets ``cols``, None: all n) and ``stats_path`` (V×2),
+    whose chunks of that row block this task owns. Returns the block's row count."""
     import zarr
 
     proj, stats = (np.array(a, copy=True) for a in parts[0][sides[0]])
@@ -126,20 +130,49 @@ def _write_sketch_block(
         proj += part[side][0]
         stats += part[side][1]
     n = stats.shape[0]
+    if cols is not None:
+        full = np.zeros((proj.shape[0], n), dtype=proj.dtype)
+        full[:, cols] = proj
+        proj = full
     zarr.open_array(proj_path, mode="r+")[:, start:start + n] = proj
     zarr.open_array(stats_path, mode="r+")[start:start + n] = stats
     return n
 
 
-def write_sketch(src: Any, d: int, seed: int | None, proj_path: str, stats_path: str) -> Any:
+PROJECT_ALL = 0.9  # project every row of a block where at least this share is wanted
+
+
+def _wanted_offsets(src: Any, rows: np.ndarray | None) -> list[np.ndarray | None]:
+    """Per row block, the offsets of ``rows`` (sorted word ids) in it; None where all its
+    rows are projected (no ``rows``, or most of the block's)."""
+    if rows is None:
+        return [None] * src.n_blocks
+    rows = np.asarray(rows, dtype=np.int64)
+    out: list[np.ndarray | None] = []
+    for r in range(src.n_blocks):
+        span = src.span(r)
+        lo, hi = np.searchsorted(rows, [span.start, span.stop])
+        n = span.stop - span.start
+        out.append(None if hi - lo >= PROJECT_ALL * n
+                   else (rows[lo:hi] - span.start).astype(np.int32))
+    return out
+
+
+def write_sketch(
+    src: Any, d: int, seed: int | None, proj_path: str, stats_path: str,
+    rows: np.ndarray | None = None,
+) -> Any:
     """One pass over Q (V×V, read through ``src``, a :class:`~streamtopic.store.QBlocks`)
     that writes two new uncompressed zarr arrays, chunked by Q's row blocks:
 
-    * at ``proj_path``, PᵀQ = (Q P)ᵀ (d×V, float32), the transposed projection of Q;
+    * at ``proj_path``, PᵀQ = (Q P)ᵀ (d×V, float32), the transposed projection of Q: its
+      columns ``rows`` (sorted word ids; all if None) at least, others possibly zero;
     * at ``stats_path``, the row sums p and the row sums of squares of Q (V×2, float64).
 
     Dividing column i of PᵀQ by p_i gives row i of the sketch Q̄ P (zero rows stay zero).
-    Returns the pass as a dask ``Delayed``, computing to V.
+    Only the anchor candidates' rows are needed, and projecting costs a product per row, so
+    a block of Q few of whose rows are candidates projects those only. Returns the pass as
+    a dask ``Delayed``, computing to V.
 
     Q is symmetric, so only the blocks on and above the diagonal are read: block (i, j)
     gives P_jᵀ Q_ijᵀ to row block i and P_iᵀ Q_ij to row block j. A task holds one block of
@@ -161,9 +194,12 @@ def write_sketch(src: Any, d: int, seed: int | None, proj_path: str, stats_path:
     zarr.create_array(stats_path, shape=(V, 2), chunks=(c, 2), dtype="f8", compressors=None,
                       overwrite=True)
     token = uuid.uuid4().hex[:16]
-    pname, name, done = f"st-sketch-parts-{token}", f"st-sketch-{token}", f"st-sketch-done-{token}"
-    parts = {(pname, i, j): (_sketch_part, src, i, j, seed, d) for i, j in upper_blocks(nb)}
-    sums = {k: (_write_sketch_block, proj_path, stats_path, k[1] * c, *task[1:])
+    pname, name = f"st-sketch-parts-{token}", f"st-sketch-{token}"
+    done = f"st-sketch-done-{token}"
+    wanted = _wanted_offsets(src, rows)
+    parts = {(pname, i, j): (_sketch_part, src, i, j, seed, d, wanted[i], wanted[j])
+             for i, j in upper_blocks(nb)}
+    sums = {k: (_write_sketch_block, proj_path, stats_path, k[1] * c, wanted[k[1]], *task[1:])
             for k, task in row_block_sums(pname, name, nb).items()}
 
     def cost(k: tuple[str, int, int]) -> float:

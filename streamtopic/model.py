@@ -522,16 +522,17 @@ class AnchorTopicModel:
             return p, np.einsum("ij,ij->i", Qbar, Qbar), self._candidates(store, p), Qbar
         d = int(min(self.sketch_dim, V))
         xpath, spath = os.path.join(scratch, "sketch"), os.path.join(scratch, "sketch-stats")
+        frequent = self._frequent(store)  # the candidates, but for words without mass
         # unoptimised: the graph is already coarse, and optimising it drops the parts'
         # priority annotations
-        compute(write_sketch(src, d, self.seed, xpath, spath), progress=self.progress,
-                label="sketch", bytes_read=src.stored_bytes(upper_blocks(src.n_blocks)),
-                optimize_graph=False)
+        compute(write_sketch(src, d, self.seed, xpath, spath, rows=frequent),
+                progress=self.progress, label="sketch",
+                bytes_read=src.stored_bytes(upper_blocks(src.n_blocks)), optimize_graph=False)
         sums = zarr.open_array(spath, mode="r")[:]
         p = sums[:, 0].copy()
         inv = _inverse(p)
         norms = sums[:, 1] * inv * inv
-        candidates = self._candidates(store, p)
+        candidates = self._candidates(store, p, frequent)
         # PᵀQ is d×V: the candidates' columns, scaled by 1/p, are their rows of Q̄ P
         cols = zarr.open_array(xpath, mode="r").get_orthogonal_selection(
             (slice(None), candidates))
@@ -539,17 +540,27 @@ class AnchorTopicModel:
         rows *= inv[candidates, None]
         return p, norms, candidates, _CandidateRows(candidates, rows)
 
-    def _candidates(self, store: CooccurrenceStore, p: np.ndarray) -> np.ndarray:
-        has_mass = p > 0
+    def _frequent(self, store: CooccurrenceStore) -> np.ndarray | None:
+        """The words whose document frequency reaches ``anchor_min_df`` (sorted ids; None if
+        no threshold applies). Sets ``_min_df_used``."""
         min_df = self.anchor_min_df
         if min_df is None:
             min_df = default_anchor_min_df(store.n_docs) if store.counts_known else 0
         self._min_df_used = min_df
         if store.counts_known and min_df > 0:
-            ok = has_mass & (store.doc_freq >= min_df)
-        else:
-            ok = has_mass
-        return np.flatnonzero(ok)
+            return np.flatnonzero(store.doc_freq >= min_df)
+        return None
+
+    def _candidates(
+        self, store: CooccurrenceStore, p: np.ndarray, frequent: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Anchor candidates: the frequent words (:meth:`_frequent`, unless given) with
+        co-occurrence mass (p > 0), as sorted ids."""
+        if frequent is None:
+            frequent = self._frequent(store)
+        if frequent is None:
+            return np.flatnonzero(p > 0)
+        return frequent[p[frequent] > 0]
 
     def _rows_per_block(self, V: int, chunk: int, width: int) -> int:
         """Rows per recovery task: ``block_rows`` if given, else Q's chunk size halved until

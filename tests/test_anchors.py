@@ -180,6 +180,16 @@ def test_sketch_from_the_upper_blocks_equals_the_dense_product(tmp_path):
         assert err.max() < 1e-6
         np.testing.assert_allclose(sums, np.column_stack([Q.sum(axis=1), (Q * Q).sum(axis=1)]),
                                    rtol=1e-12)
+    # only some rows wanted: a block with few of them projects those only (the others are
+    # zero), a block with most of them projects all; the sums still cover every row
+    wanted = np.r_[np.arange(0, 128, 3), np.arange(128, 256), [260, 299]]
+    xpath, spath = str(tmp_path / "proj-some.zarr"), str(tmp_path / "stats-some.zarr")
+    assert write_sketch(QBlocks.from_memory(Q, c), d, 3, xpath, spath, rows=wanted).compute() == V
+    some = zarr.open_array(xpath)[:]
+    np.testing.assert_array_equal(some[:, wanted], got[:, wanted])
+    untouched = np.setdiff1d(np.r_[0:128, 256:V], wanted)
+    assert not some[:, untouched].any()
+    np.testing.assert_array_equal(zarr.open_array(spath)[:], sums)
     # what a pass reads, for the stage logs
     every = [(i, j) for i in range(3) for j in range(3)]
     assert QBlocks.from_store(store).stored_bytes(every) == store.q_bytes() > 0
