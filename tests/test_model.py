@@ -147,7 +147,7 @@ def test_fit_graphs_are_coarse(truth, tmp_path, caplog):
              (re.match(r"(\w[\w ]*): [\d.]+ s, (\d+) tasks", r.getMessage())
               for r in caplog.records) if m}
     pieces = -(-store.V // 100) + nb
-    assert tasks["sketch"] <= nb * (nb + 1) // 2 + 2 * nb + 1
+    assert tasks["sketch"] <= nb * (nb + 1) // 2 + nb + 1
     assert tasks["recovery"] <= 3 * nb * nb + 4 * nb + pieces + 2
 
 
