@@ -46,6 +46,7 @@ from .store import (
     read_array_dense,
     row_block_sums,
     sum_arrays,
+    sum_sides,
     upper_blocks,
 )
 
@@ -960,33 +961,40 @@ class _RecoveryGraph:
         return upper_blocks(self.nb)
 
     def y_blocks(self) -> list[tuple[int, int]]:
-        """The blocks of Q that hold anchor columns (what :meth:`Y` reads)."""
+        """The blocks on and above the diagonal whose rows or columns hold anchors (what
+        :meth:`Y` reads: by symmetry, Q_{:,S} is the transpose of the anchors' rows)."""
         owners = set((self.anchors // self.src.chunk).tolist())
-        return [(i, j) for j in sorted(owners) for i in range(self.nb)]
+        return [(i, j) for i, j in self.upper_blocks() if i in owners or j in owners]
 
     def Y(self) -> Any:
-        """Y = Q_{:,S} (V×K), columns in the anchors' order: a task per block of Q holding
-        anchor columns, then a sum per row block."""
+        """Y = Q_{:,S} (V×K), columns in the anchors' order: a task per block on and above
+        the diagonal that holds anchor rows or columns, then a sum per row block. Block
+        (i, j) gives row block i its anchor columns and, Q being symmetric, row block j the
+        transposes of its anchor rows."""
         import dask
 
         if self._y is not None:
             return self._y
         c, K = self.src.chunk, self.K
         owner = self.anchors // c
-        parts: dict = {}
-        for j in range(self.nb):
-            ks = np.flatnonzero(owner == j)
-            if ks.size:
-                for i in range(self.nb):
-                    parts[(i, j)] = (_anchor_columns, self.src, i, j, self.anchors[ks] - j * c,
-                                     ks, K)
+        ks = [np.flatnonzero(owner == b) for b in range(self.nb)]
+        offsets = [self.anchors[k] - b * c for b, k in enumerate(ks)]
+        parts = {(i, j): (_anchor_columns, self.src, i, j, offsets[j], ks[j], offsets[i],
+                          ks[i], K)
+                 for i, j in self.y_blocks()}
         # the largest blocks first: every later task waits for Y
         sizes = self.sizes
         with dask.annotate(priority=lambda k: sizes[k[1]] * sizes[k[2]]):
             P = self._array("st-yparts", parts, [], (self.sizes, (K,) * self.nb))
-        dsk = {(i, 0): (sum_arrays, *[(P.name, i, j) for j in range(self.nb)
-                                         if (i, j) in parts])
-               for i in range(self.nb)}
+        dsk = {}
+        for r in range(self.nb):
+            # row block r: the columns of (r, j), j >= r, at anchors in j; the transposed
+            # rows of (i, r), i < r, at anchors in i
+            mine = [((P.name, r, j), 0) for j in range(r, self.nb)
+                    if (r, j) in parts and ks[j].size]
+            mine += [((P.name, i, r), 1) for i in range(r) if (i, r) in parts and ks[i].size]
+            # (never empty: every anchor's column reaches every row block)
+            dsk[(r, 0)] = (sum_sides, tuple(side for _, side in mine), *[k for k, _ in mine])
         self._y = self._array("st-y", dsk, [P], (self.sizes, (K,)))
         return self._y
 
@@ -1070,14 +1078,23 @@ class _RecoveryGraph:
         return self._array("st-done", dsk, [Cp], ((1,), (1,)))
 
 
-def _anchor_columns(src: QBlocks, i: int, j: int, cols: np.ndarray, ks: np.ndarray,
-                    K: int) -> np.ndarray:
-    """Block (i, j) of Q at its anchor columns ``cols``, placed at columns ``ks`` of an
-    n_i×K array (zeros elsewhere)."""
+def _anchor_columns(
+    src: QBlocks, i: int, j: int, cols: np.ndarray, ks: np.ndarray, rows: np.ndarray,
+    ks_rows: np.ndarray, K: int,
+) -> tuple[np.ndarray | None, ...]:
+    """Block (i, j), i <= j, of Q at its anchor columns ``cols`` (offsets in block j),
+    placed at columns ``ks`` of an n_i×K array; for i < j also the transposes of its anchor
+    rows ``rows`` (offsets in block i), at columns ``ks_rows`` of an n_j×K array (Q_ji at
+    the anchor columns of block i). Zeros elsewhere; None for a side without anchors."""
     block = src.block(i, j)
-    out = np.zeros((block.shape[0], K))
-    out[:, ks] = block[:, cols]
-    return out
+    left = right = None
+    if ks.size:
+        left = np.zeros((block.shape[0], K))
+        left[:, ks] = block[:, cols]
+    if i != j and ks_rows.size:
+        right = np.zeros((block.shape[1], K))
+        right[:, ks_rows] = block[rows, :].T
+    return left, right
 
 
 def _anchor_gram(anchors: np.ndarray, chunk: int, i: int, Y: np.ndarray) -> np.ndarray:
