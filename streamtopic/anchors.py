@@ -125,10 +125,10 @@ def _write_sketch_block(
     whose chunks of that row block this task owns. Returns the block's row count."""
     import zarr
 
-    proj, stats = (np.array(a, copy=True) for a in parts[0][sides[0]])
-    for side, part in zip(sides[1:], parts[1:]):
-        proj += part[side][0]
-        stats += part[side][1]
+    from .store import sum_arrays
+
+    mine = [part[side] for side, part in zip(sides, parts)]
+    proj, stats = sum_arrays(*(m[0] for m in mine)), sum_arrays(*(m[1] for m in mine))
     n = stats.shape[0]
     if cols is not None:
         full = np.zeros((proj.shape[0], n), dtype=proj.dtype)

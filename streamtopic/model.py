@@ -337,7 +337,7 @@ class AnchorTopicModel:
             t0 = time.perf_counter()
             if self.anchor_method == "qr":
                 p, norms = self._row_stats(Q)
-                candidates = self._candidates(store, p)
+                candidates = self._candidates(p, self._frequent(store))
                 X_points = None
             else:
                 p, norms, candidates, X_points = self._sketch(Q, src, store, scratch)
@@ -520,7 +520,8 @@ class AnchorTopicModel:
             p = Qn.sum(axis=1)
             inv = _inverse(p)
             Qbar = Qn * inv[:, None]
-            return p, np.einsum("ij,ij->i", Qbar, Qbar), self._candidates(store, p), Qbar
+            candidates = self._candidates(p, self._frequent(store))
+            return p, np.einsum("ij,ij->i", Qbar, Qbar), candidates, Qbar
         d = int(min(self.sketch_dim, V))
         xpath, spath = os.path.join(scratch, "sketch"), os.path.join(scratch, "sketch-stats")
         frequent = self._frequent(store)  # the candidates, but for words without mass
@@ -533,7 +534,7 @@ class AnchorTopicModel:
         p = sums[:, 0].copy()
         inv = _inverse(p)
         norms = sums[:, 1] * inv * inv
-        candidates = self._candidates(store, p, frequent)
+        candidates = self._candidates(p, frequent)
         # PᵀQ is d×V: the candidates' columns, scaled by 1/p, are their rows of Q̄ P
         cols = zarr.open_array(xpath, mode="r").get_orthogonal_selection(
             (slice(None), candidates))
@@ -552,13 +553,10 @@ class AnchorTopicModel:
             return np.flatnonzero(store.doc_freq >= min_df)
         return None
 
-    def _candidates(
-        self, store: CooccurrenceStore, p: np.ndarray, frequent: np.ndarray | None = None
-    ) -> np.ndarray:
-        """Anchor candidates: the frequent words (:meth:`_frequent`, unless given) with
+    @staticmethod
+    def _candidates(p: np.ndarray, frequent: np.ndarray | None) -> np.ndarray:
+        """Anchor candidates: the words of ``frequent`` (:meth:`_frequent`; None: all) with
         co-occurrence mass (p > 0), as sorted ids."""
-        if frequent is None:
-            frequent = self._frequent(store)
         if frequent is None:
             return np.flatnonzero(p > 0)
         return frequent[p[frequent] > 0]
@@ -990,9 +988,8 @@ class _RecoveryGraph:
         for r in range(self.nb):
             # row block r: the columns of (r, j), j >= r, at anchors in j; the transposed
             # rows of (i, r), i < r, at anchors in i
-            mine = [((P.name, r, j), 0) for j in range(r, self.nb)
-                    if (r, j) in parts and ks[j].size]
-            mine += [((P.name, i, r), 1) for i in range(r) if (i, r) in parts and ks[i].size]
+            mine = [((P.name, r, j), 0) for j in range(r, self.nb) if ks[j].size]
+            mine += [((P.name, i, r), 1) for i in range(r) if ks[i].size]
             # (never empty: every anchor's column reaches every row block)
             dsk[(r, 0)] = (sum_sides, tuple(side for _, side in mine), *[k for k, _ in mine])
         self._y = self._array("st-y", dsk, [P], (self.sizes, (K,)))

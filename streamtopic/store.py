@@ -308,13 +308,13 @@ def row_block_sums(parts: str, name: str, nb: int) -> dict[tuple[str, int, int],
 
 
 def sum_sides(sides: tuple[int, ...], *parts: tuple[np.ndarray, ...]) -> np.ndarray:
-    """The sum of ``parts[k][sides[k]]`` (float64, a new array)."""
+    """The sum of ``parts[k][sides[k]]`` (a new array, in the first one's dtype)."""
     return sum_arrays(*(part[side] for side, part in zip(sides, parts)))
 
 
 def sum_arrays(*parts: np.ndarray) -> np.ndarray:
-    """The sum of the arrays (float64, a new array)."""
-    out = np.array(parts[0], dtype=np.float64, copy=True)
+    """The sum of the arrays (a new array, in the first one's dtype)."""
+    out = np.array(parts[0], copy=True)
     for part in parts[1:]:
         out += part
     return out
