@@ -134,7 +134,7 @@ def run_sizes(
                 os.remove(corpus)
             for method in methods:
                 t0 = time.perf_counter()
-                m = AnchorTopicModel(K, recover=method, seed=SEED).fit(store)
+                m = AnchorTopicModel(K, method="plain", recover=method, seed=SEED).fit(store)
                 res = matched_l1(A, m.components_.T)
                 row[method] = {
                     "l1": res.mean,

@@ -469,7 +469,7 @@ def _pipeline_run(
     store = os.path.join(workdir, f"acceptance-{i}.store")
     run, res, outs = run_fits(
         workdir, f"acceptance-main-{i}", store,
-        [("l2", {"n_topics": cfg["K"], "seed": cfg["fit_seed"], "recover": "l2"})],
+        [("l2", {"n_topics": cfg["K"], "method": "plain", "seed": cfg["fit_seed"], "recover": "l2"})],
         ingest={"corpus": data["corpus"], "vocab": data["vocab_path"]},
         timeouts={"ingest": 600.0, "fit:l2": 1200.0},
     )
@@ -510,7 +510,7 @@ def _pipeline_run(
 def part_acceptance(workdir: str, repeats: int) -> dict[str, Any]:
     cfg = SMALL
     data = make_corpus(cfg, workdir, "acceptance")
-    base = {"n_topics": cfg["K"], "seed": cfg["fit_seed"]}
+    base = {"n_topics": cfg["K"], "method": "plain", "seed": cfg["fit_seed"]}
     out: dict[str, Any] = {
         "corpus": {**cfg, "format": "hdf5",
                    "n_tokens": data["n_tokens"], "nnz": data["nnz"],
@@ -644,7 +644,7 @@ def part_large(workdir: str) -> dict[str, Any]:
     try:
         run, res, outs = run_fits(
             workdir, "large", store,
-            [("l2", {"n_topics": cfg["K"], "recover": "l2", "seed": cfg["fit_seed"]})],
+            [("l2", {"n_topics": cfg["K"], "method": "plain", "recover": "l2", "seed": cfg["fit_seed"]})],
             ingest={"corpus": data["corpus"], "vocab": data["vocab_path"]},
             timeouts={"ingest": LARGE_INGEST_TIMEOUT, "fit:l2": LARGE_FIT_TIMEOUT},
         )

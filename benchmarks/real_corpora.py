@@ -1,81 +1,86 @@
-"""Benchmark: streamtopic against LDA baselines on real corpora (UCI KOS, 20 Newsgroups).
+"""Benchmark: streamtopic against LDA baselines on real corpora (20 Newsgroups, UCI KOS).
 
-For each corpus, ONE fixed, seeded train/test split of the documents is made and cached in the
-work directory; every method learns K topics from the training documents, and every model is
-scored in the same way by the project's own scorer, from its saved topic-word matrix
-(K × V over the shared vocabulary):
+Every system is run as its users would run it, each training in a FRESH subprocess whose whole
+process tree is polled with psutil (every 50 ms, ``benchmarks/fit.py``) for the peak of its
+summed RSS; before each one the script waits (up to ``--quiet-wait`` s) for idle CPUs.
 
-* coherence: :func:`streamtopic.metrics.coherence` of each topic's top 20 words, document
-  frequencies counted over the training corpus (mean over topics);
-* unique words: :func:`streamtopic.metrics.unique_words` among the top 20 (mean over topics);
-* held-out log-likelihood per token (nats) by document completion on the test split:
-  :func:`streamtopic.inference.document_completion` (seed 0), with the topics fixed.
+* **streamtopic**, from raw input, with its default flags: one command per run,
+  ``streamtopic fit RAW_INPUT -k K --seed S -o MODEL --store STORE`` with a fresh store, timed
+  from process start to exit (ingest, fit and saving included). ``STREAMTOPIC_METHODS`` (the
+  table below) lists the configurations as (name, extra CLI arguments); the default is
+  ``streamtopic`` with none; ``--add-streamtopic 'NAME=ARGS'`` adds one for an experiment.
+* **gensim** ``LdaMulticore(corpus, id2word, num_topics=K, workers=CORES, passes=P,
+  chunksize=2000, eval_every=None, random_state=S)``, P = 5 and P = 1 (two methods), every
+  other parameter gensim's default. ``eval_every=None`` is what gensim's LDA tutorial sets:
+  its default (10) spends time estimating perplexity during training. The corpus is a Python list of documents, each a list of (word id, count)
+  tuples, which is what gensim's tutorials build (``[dictionary.doc2bow(doc) for doc in docs]``
+  in "Corpora and Vector Spaces" and in the LDA tutorial, which also sets ``chunksize = 2000``,
+  gensim's default: "Increasing chunksize will speed up training, at least as long as the
+  chunk of documents easily fit into memory"). It is built in the child before the timer
+  starts, so only training is timed. (An earlier version fed ``Sparse2Corpus``, whose
+  per-document conversion doubled gensim's time.) gensim's docstring advises
+  ``workers`` = physical cores − 1; this benchmark uses ``os.cpu_count()`` (``--gensim-workers``).
+* **tomotopy** ``LDAModel(k=K, seed=S)`` (collapsed Gibbs sampling, its default priors),
+  documents added as token lists before the timer, then ``train(1000, workers=CORES)``.
 
-Data preparation (once per corpus, cached in ``WORKDIR/data/NAME``):
+**Same tokens for everyone.** After streamtopic's first run on a corpus, its store is read:
+the vocabulary, the recorded inputs and the tokenizer settings in its manifest. The training
+documents are re-read with :func:`streamtopic.corpus.recorded_corpus` (the store's own reader
+and tokenizer) and mapped to the store's word ids (``streamtopic.cooccurrence._to_global``),
+tokens outside the vocabulary dropped and documents with fewer than 2 tokens left out, as the
+store does; the token count is checked against the store's. That bag of words (scipy CSR,
+``train.npz``) is what the baselines train on. The test documents are read the same way (the
+training source's manifest entry with the test path), over the same vocabulary.
 
-* KOS: ``docword.kos.txt.gz`` split by :func:`streamtopic.corpus.split` (test fraction 0.1,
-  seed 0), both halves rewritten over KOS's own vocabulary (V = 6,906);
-* 20 Newsgroups: the whole archive (train and test folders, 18,846 messages), news headers
-  stripped (``strip_headers=True``: everything up to the first empty line), scikit-learn's
-  English stop words, the same seeded split; the vocabulary is learned on the training
-  documents only (gensim ``filter_extremes`` semantics, see ``NEWS_PRUNING``) and both halves
-  are rewritten over it; held-out tokens outside it are dropped (counted).
+**One scorer** for every model, from its K × V topic-word matrix over that vocabulary (rows
+normalised): held-out log-likelihood per token by document completion on the test documents
+(:func:`streamtopic.inference.document_completion`, seed 0), unique words among each topic's
+top 20 (:func:`streamtopic.metrics.unique_words`), and junk topics: topics of whose top 10 words
+at least 6 contain a digit or a non-letter, or are news header fields or markup (``JUNK_WORDS``).
 
-In both, documents with fewer than 2 in-vocabulary tokens are dropped from both halves (the
-co-occurrence store skips them, and document completion cannot score them), and counted.
-Train and test are HDF5 CSR corpora over the same vocabulary (``train.h5``, ``test.h5``,
-``vocab.txt``); the training matrix is also saved as ``train.npz`` (scipy CSR) for the
-baselines.
+**Corpora.** 20 Newsgroups (bydate): the training folder packed as an uncompressed tar of one
+message per file (``20news-bydate-train/<group>/<id>``, made from the archive with tarfile),
+streamtopic's raw input; the test folder, likewise, for scoring. UCI KOS: ``streamtopic split``
+(test fraction 0.1, seed 0) of ``docword.kos.txt.gz``; the train file is streamtopic's raw
+input. K = 20 and 50.
 
-Methods, each trained in a FRESH subprocess whose whole process tree is polled with psutil
-(every 50 ms) for the peak of its summed RSS, after waiting for a quiet machine (see
-``benchmarks/fit.py``, whose measuring code this script uses):
+**Verdicts** per corpus and K, for each streamtopic method: mean unique words ≥ 10, no junk
+topic, held-out ≥ gensim (5 passes), time ≤ gensim's (5 passes) training time.
 
-* streamtopic configurations (``STREAMTOPIC_CONFIGS``, or ``--streamtopic-configs FILE``: a JSON
-  list of ``{"name": ..., **AnchorTopicModel keyword parameters}``; ``seed`` defaults to 0).
-  Time = ``streamtopic.ingest`` of ``train.h5`` into a fresh store (fixed vocabulary) + ``fit``
-  of ``AnchorTopicModel(n_topics=K, **params)``, both under Dask's threaded scheduler; both
-  parts are reported.
-* gensim: ``LdaMulticore(corpus, id2word, num_topics=K, workers=2, passes=5, random_state=0)``,
-  other parameters gensim's defaults; the corpus is ``Sparse2Corpus(H, documents_columns=False)``
-  of the training CSR matrix. Loading (``load_npz``, corpus and ``id2word``) is reported
-  apart from training. Topics: ``get_topics()``.
-* tomotopy (optional): ``LDAModel(k=K, seed=0)`` (collapsed Gibbs sampling; alpha 0.1, eta 0.01,
-  its defaults), documents added as token lists (loading), then ``train(step, workers=2)``
-  until ``TOMOTOPY_ITERATIONS`` (training). Topics: ``get_topic_word_dist``, mapped back to
-  the shared vocabulary by word.
-
-gensim and tomotopy are only needed for the benchmark (``pip install gensim tomotopy``). If
-one is missing, its runs are skipped with a note. ``--gensim-python`` / ``--tomotopy-python``
-run that baseline's child with another interpreter (e.g. a venv whose gensim needs another
-NumPy); such a child needs numpy and scipy only, never streamtopic.
+**min-df check** (``--mode min-df`` or ``both``): ``streamtopic -v fit`` on 20 Newsgroups with
+``--min-df 2`` (the largest vocabulary) and with ``--keep-n 10000``: V, ingest and fit seconds
+(the model's own stage timings, ``diagnostics_["seconds"]``, saved in the model), peak RSS of
+the process tree and the memory budget the model reports; targets: fit(min-df 2) ≤ 2 × fit(V =
+10,000), peak RSS ≤ the budget.
 
 Usage::
 
-    python benchmarks/real_corpora.py [--corpora kos,20ng] [--topics 20,50]
-        [--methods streamtopic,streamtopic-rectified,gensim,tomotopy] [--workdir DIR] [--keep]
-        [--quick] [--out PATH] [--quiet-wait SECONDS] [--streamtopic-configs FILE]
-        [--gensim-python PATH] [--tomotopy-python PATH]
+    python benchmarks/real_corpora.py [--corpora 20ng,kos] [--topics 20,50] [--repeats N]
+        [--methods NAME,...] [--mode compare|min-df|both] [--quick] [--seed S]
+        [--add-streamtopic 'NAME=ARGS'] [--workdir DIR] [--keep] [--out PATH]
+        [--quiet-wait SECONDS] [--gensim-workers N]
 
-``--quick`` is a smoke run: gensim 1 pass, tomotopy 100 iterations, K = 20 unless --topics,
-no waiting for a quiet machine; its figures are not comparable to a full run.
-
-Prints the results as JSON and writes them to ``benchmarks/results/real_corpora.json`` (or
---out), after every method (so a partial run leaves its results). Prepared data is kept in the
-work directory (default ``/tmp/streamtopic-real-corpora``) for the next run; stores, models and
-topic matrices of this run are removed at the end unless --keep.
+``--repeats N`` runs every method N times, in turns (one run of each method, then the next
+round); times are medians. ``--quick``: the first corpus only, K = 20, 1 repeat, no waiting.
+Results go to stdout (JSON) and to ``benchmarks/results/real_corpora.json`` (``--mode min-df``:
+``real_corpora_min_df.json``), rewritten after every run; a table goes to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import re
+import shlex
 import shutil
+import statistics
 import subprocess
 import sys
+import tarfile
 import time
-import warnings
+from itertools import pairwise
 from types import SimpleNamespace
 from typing import Any
 
@@ -85,310 +90,329 @@ sys.path.insert(0, HERE)
 
 import fit as fitbench  # benchmarks/fit.py: child runner, RSS polling, quiet wait
 
-DEFAULT_OUT = os.path.join(HERE, "results", "real_corpora.json")
-DEFAULT_WORKDIR = "/tmp/streamtopic-real-corpora"
-SHARED = os.path.normpath(os.path.join(REPO, "..", "shared", "data"))
-
-SPLIT = {"test_fraction": 0.1, "seed": 0}
-MIN_DOC_TOKENS = 2  # documents with fewer in-vocabulary tokens are dropped from both halves
-NEWS_PRUNING = {"min_df": 10, "max_df": 0.5, "keep_n": 10_000}  # on the training documents
-
-CORPORA: dict[str, dict[str, Any]] = {
-    "kos": {
-        "title": "UCI KOS blog entries",
-        "input": os.path.join(SHARED, "uci-kos", "docword.kos.txt.gz"),
-        "read": {"format": "uci"},
-        "stop_words": None,
-        "vocabulary": {"fixed": os.path.join(SHARED, "uci-kos", "vocab.kos.txt")},
-    },
-    "20ng": {
-        "title": "20 Newsgroups (bydate, train + test folders), headers stripped",
-        "input": os.path.join(SHARED, "20newsgroups", "20news-bydate.tar.gz"),
-        "read": {"format": "files", "strip_headers": True},
-        "stop_words": "english",
-        "vocabulary": {"learned_on_train": NEWS_PRUNING},
-    },
-}
-
-STREAMTOPIC_CONFIGS: list[dict[str, Any]] = [
-    {"name": "streamtopic"},
-    # the RAW pipeline; the memory budget asks for the in-memory paths (V ≤ 10,000 here)
-    # (the exact active-set solver: the same least-squares optimum ADMM approaches, 10× faster)
-    {"name": "streamtopic-rectified", "rectify": "ap", "rectify_iters": 15,
-     "recover": "activeset", "anchor_method": "qr", "topic_topic": "anchor",
-     "memory_budget": 6 * 2**30},
-    # the same, then EM passes over the training corpus from the rectified topics
-    {"name": "streamtopic-rectified-refined", "rectify": "ap", "rectify_iters": 15,
-     "recover": "activeset", "anchor_method": "qr", "topic_topic": "anchor",
-     "memory_budget": 6 * 2**30, "refine_passes": 20},
+# (name, extra arguments of `streamtopic fit`): the first is the reference whose tokens the
+# baselines train on. Add e.g. ("streamtopic-plain", ["--method", "plain"]) when the CLI has it.
+STREAMTOPIC_METHODS: list[tuple[str, list[str]]] = [
+    ("streamtopic", []),
 ]
-GENSIM = {"workers": 2, "passes": 5, "random_state": 0}
-TOMOTOPY = {"iterations": 1000, "step": 100, "workers": 2, "seed": 0}
-QUICK = {"gensim_passes": 1, "tomotopy_iterations": 100, "tomotopy_step": 50}
+BASELINES: dict[str, dict[str, Any]] = {
+    "gensim-5pass": {"kind": "gensim", "passes": 5},
+    "gensim-1pass": {"kind": "gensim", "passes": 1},
+    "tomotopy": {"kind": "tomotopy", "iterations": 1000},
+}
+REFERENCE_BASELINE = "gensim-5pass"
+CORES = os.cpu_count() or 1
+GENSIM_CHUNKSIZE = 2000  # gensim's default, and its LDA tutorial's choice
+
+SHARED = os.path.normpath(os.path.join(REPO, "..", "shared", "data"))
+NEWS_ARCHIVE = os.path.join(SHARED, "20newsgroups", "20news-bydate.tar.gz")
+KOS_DOCWORD = os.path.join(SHARED, "uci-kos", "docword.kos.txt.gz")
+CORPORA = {"20ng": "20 Newsgroups (bydate): train folder -> model, test folder -> scoring",
+           "kos": "UCI KOS blog entries: streamtopic split (test fraction 0.1, seed 0)"}
+KOS_SPLIT = ["--test-fraction", "0.1", "--seed", "0"]
+
 TOP_N = 20
 HELDOUT_SEED = 0
-
-TIMEOUTS = {"ingest": 1800.0, "fit": 3600.0, "load": 1800.0, "train": 3600.0}
+MIN_DOC_TOKENS = 2  # the store skips shorter documents; so do the baselines
+JUNK_TOP, JUNK_MIN = 10, 6  # a topic is junk when >= 6 of its top 10 words are junk words
+LETTERS_ONLY = re.compile(r"[^\W\d_]+")  # letters (any script), no digit, no underscore
+JUNK_WORDS = frozenset((
+    # news/e-mail header fields and their usual values
+    "from", "subject", "lines", "organization", "nntp", "posting", "host", "writes", "wrote",
+    "article", "edu", "com", "reply", "newsgroups", "sender", "distribution", "keywords",
+    "references", "xref", "uucp", "gmt", "net", "org",
+    # markup and entities
+    "gt", "lt", "amp", "quot", "nbsp", "http", "https", "www", "html", "href",
+))
+LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d [\d:,]+ streamtopic\b")  # `streamtopic -v` records
+TIMEOUT_SECONDS = 3600.0
+DEFAULT_OUT = os.path.join(HERE, "results", "real_corpora.json")
+DEFAULT_OUT_MIN_DF = os.path.join(HERE, "results", "real_corpora_min_df.json")
+DEFAULT_WORKDIR = "/tmp/streamtopic-real-corpora"
 
 
 def log(msg: str) -> None:
     print(f"[real-corpora {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-# ============================================================================ data preparation
+# ============================================================================ corpora
 
 
-def _input_id(path: str) -> dict[str, Any]:
+def _stamp(path: str) -> dict[str, Any]:
     st = os.stat(path)
     return {"path": path, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def prepare(name: str, datadir: str) -> dict[str, Any]:
-    """The corpus' split, over one vocabulary, cached in ``datadir``: returns the paths and
-    the statistics (recomputed only when the settings or the input changed)."""
-    cfg = CORPORA[name]
-    settings = {
-        "input": _input_id(cfg["input"]), "read": cfg["read"], "stop_words": cfg["stop_words"],
-        "vocabulary": cfg["vocabulary"], "split": SPLIT, "min_doc_tokens": MIN_DOC_TOKENS,
-        "prep_version": 1,
-    }
-    os.makedirs(datadir, exist_ok=True)
-    meta_path = os.path.join(datadir, "prep.json")
-    paths = {k: os.path.join(datadir, f) for k, f in
-             (("train", "train.h5"), ("test", "test.h5"), ("vocab", "vocab.txt"),
-              ("train_npz", "train.npz"))}
-    if os.path.exists(meta_path):
-        with open(meta_path) as fh:
-            meta = json.load(fh)
-        if meta.get("settings") == settings and all(os.path.exists(p) for p in paths.values()):
-            log(f"{name}: prepared data cached in {datadir}")
-            meta["cached"] = True
-            return meta
-    log(f"{name}: preparing the split in {datadir}")
-    t0 = time.perf_counter()
-    # streamtopic's UCI reader toggles warning filters inside threads (warnings.catch_warnings
-    # is not thread-safe): restore this process' filters afterwards
-    with warnings.catch_warnings():
-        stats = _prepare(cfg, datadir, paths)
-    meta = {"settings": settings, "paths": paths, "stats": stats,
-            "prep_seconds": time.perf_counter() - t0,
-            "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    with open(meta_path, "w") as fh:
-        json.dump(meta, fh, indent=2)
-    meta["cached"] = False
-    log(f"{name}: V = {stats['V']:,}; train {stats['train']['n_docs']:,} docs, "
-        f"{stats['train']['n_tokens']:,} tokens; test {stats['test']['n_docs']:,} docs, "
-        f"{stats['test']['n_tokens']:,} tokens ({meta['prep_seconds']:.0f} s)")
-    return meta
+def _cached(stamp_path: str, stamp: dict[str, Any], outputs: list[str]) -> bool:
+    if not (os.path.exists(stamp_path) and all(os.path.exists(p) for p in outputs)):
+        return False
+    with open(stamp_path) as fh:
+        return json.load(fh) == stamp
 
 
-def _prepare(cfg: dict[str, Any], datadir: str, paths: dict[str, str]) -> dict[str, Any]:
-    import dask
+def prepare_20ng(datadir: str) -> dict[str, Any]:
+    """The bydate train and test folders, each an uncompressed tar of one message per file."""
+    train = os.path.join(datadir, "20news-bydate-train.tar")
+    test = os.path.join(datadir, "20news-bydate-test.tar")
+    stamp, stamp_path = {"archive": _stamp(NEWS_ARCHIVE), "v": 1}, os.path.join(datadir, "stamp")
+    if not _cached(stamp_path, stamp, [train, test]):
+        log(f"20ng: packing the train and test folders into {datadir}")
+        os.makedirs(datadir, exist_ok=True)
+        counts = {"train": 0, "test": 0}
+        with tarfile.open(NEWS_ARCHIVE, "r|gz") as src, \
+                tarfile.open(train + ".partial", "w") as tr, \
+                tarfile.open(test + ".partial", "w") as te:
+            for m in src:
+                if not m.isfile():
+                    continue
+                half = m.name.split("/", 1)[0].rsplit("-", 1)[-1]  # train | test
+                out = {"train": tr, "test": te}.get(half)
+                if out is not None:
+                    out.addfile(m, src.extractfile(m))
+                    counts[half] += 1
+        os.replace(train + ".partial", train)
+        os.replace(test + ".partial", test)
+        with open(stamp_path, "w") as fh:
+            json.dump(stamp, fh)
+        log(f"20ng: {counts['train']:,} training and {counts['test']:,} test messages")
+    return {"train_input": train, "test_input": test,
+            "prepared_by": f"tarfile: members of {NEWS_ARCHIVE} under 20news-bydate-train/ "
+                           "and 20news-bydate-test/, regular files only"}
+
+
+def prepare_kos(datadir: str) -> dict[str, Any]:
+    """``streamtopic split`` of KOS: PREFIX.train.h5 (streamtopic's raw input), PREFIX.test.h5."""
+    prefix = os.path.join(datadir, "kos")
+    train, test = f"{prefix}.train.h5", f"{prefix}.test.h5"
+    cmd = [*fitbench.streamtopic_cmd(), "split", KOS_DOCWORD, "-o", prefix, *KOS_SPLIT, "-q"]
+    stamp = {"docword": _stamp(KOS_DOCWORD), "split": KOS_SPLIT, "v": 1}
+    stamp_path = os.path.join(datadir, "stamp")
+    if not _cached(stamp_path, stamp, [train, test]):
+        log(f"kos: {' '.join(cmd[1:])}")
+        os.makedirs(datadir, exist_ok=True)
+        for p in (train, test):
+            if os.path.exists(p):
+                os.remove(p)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        with open(stamp_path, "w") as fh:
+            json.dump(stamp, fh)
+    return {"train_input": train, "test_input": test,
+            "prepared_by": _shown(["streamtopic", *cmd[len(fitbench.streamtopic_cmd()):]])}
+
+
+def _shown(cmd: list[str]) -> str:
+    return " ".join(shlex.quote(c) for c in cmd)
+
+
+# ============================================================================ same tokens
+
+
+def _partition_rows(chunks: list[Any], vocab: list[str]) -> list[Any]:
+    """A partition's documents as rows over ``vocab`` (CSR), and the tokens outside it."""
     import numpy as np
     import scipy.sparse as sp
 
-    from streamtopic.corpus import HDF5CorpusWriter, read_corpus, split
-    from streamtopic.vocabulary import TermStats, Tokenizer, Vocabulary, read_vocab_file
+    from streamtopic.cooccurrence import _term_index, _to_global
 
-    raw_train = os.path.join(datadir, "raw.train.h5")
-    raw_test = os.path.join(datadir, "raw.test.h5")
-    for p in (raw_train, raw_test, *paths.values()):
-        if os.path.exists(p):
-            os.remove(p)
-    corpus = read_corpus(cfg["input"], tokenizer=Tokenizer(stop_words=cfg["stop_words"]),
-                         **cfg["read"])
-    # tokenising holds the GIL: processes for text, threads for UCI
-    scheduler = "threads" if cfg["read"]["format"] == "uci" else "processes"
-    with dask.config.set(scheduler=scheduler):
-        out = split(corpus, raw_train, raw_test, progress=False, **SPLIT)
-    stats: dict[str, Any] = {"split": out}
-    voc = cfg["vocabulary"]
-    with dask.config.set(scheduler="threads"):
-        if "fixed" in voc:
-            terms = read_vocab_file(voc["fixed"])
-            stats["vocabulary"] = {"fixed": voc["fixed"]}
-        else:
-            pruning = voc["learned_on_train"]
-            ts = TermStats.sum(ch.term_stats() for ch in read_corpus(raw_train).iter_chunks())
-            terms = Vocabulary.from_stats(ts, **pruning).terms
-            df, _ = ts.totals()
-            stats["vocabulary"] = {
-                "learned_on": "training documents", **pruning,
-                "terms_before_pruning": len(df),
-                "terms_with_df_at_least_min_df": sum(1 for d in df.values()
-                                                     if d >= pruning["min_df"]),
-            }
-    stats["V"] = len(terms)
+    index = _term_index(vocab)
+    rows, oov = [], 0
+    for ch in chunks:
+        H, o = _to_global(ch, index, len(vocab))
+        rows.append(H)
+        oov += o
+    if not rows:
+        return [(sp.csr_matrix((0, len(vocab)), dtype=np.int32), 0)]
+    return [(sp.vstack(rows, format="csr"), oov)]
+
+
+def bag_of_words(corpus: Any, vocab: list[str], *, min_tokens: int = MIN_DOC_TOKENS,
+                 scheduler: str = "threads") -> tuple[Any, dict[str, int]]:
+    """Documents of ``corpus`` (a streamtopic Corpus) as a CSR matrix over ``vocab``, tokens
+    outside it dropped, documents with fewer than ``min_tokens`` of them left out (0: keep
+    all), in corpus order; and counts of what was dropped."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    parts = corpus.to_bag().map_partitions(_partition_rows, vocab).compute(scheduler=scheduler)
+    H = sp.vstack([h for h, _ in parts], format="csr").astype(np.int32)
+    H.sum_duplicates()
+    length = np.asarray(H.sum(axis=1)).ravel()
+    keep = length >= min_tokens
+    stats = {"docs_read": int(H.shape[0]), "tokens_outside_vocabulary": sum(o for _, o in parts),
+             "docs_dropped": int((~keep).sum()), "tokens_in_dropped_docs": int(length[~keep].sum())}
+    H = H[np.flatnonzero(keep)]
+    stats.update(n_docs=int(H.shape[0]), n_tokens=int(H.sum()), nnz=int(H.nnz))
+    return H, stats
+
+
+def _scheduler_for(corpus: Any) -> str:
+    numeric = all(s.format in ("uci", "hdf5") for s in corpus.sources)
+    return "threads" if numeric else "processes"  # tokenising holds the GIL
+
+
+def _volatile(key: str) -> bool:
+    """Manifest fields that differ between two ingests of the same tokens."""
+    return key == "version" or key.endswith("_at") or "seconds" in key
+
+
+def store_identity(store_path: str) -> dict[str, Any]:
+    """What fixes a store's tokens: vocabulary, tokenizer settings, inputs (and a key of them)."""
+    from streamtopic import CooccurrenceStore
+
+    store = CooccurrenceStore.open(store_path)
+    vocab = list(store.vocab)
+    sources = [{k: v for k, v in s.items() if not _volatile(k)} for s in store.sources]
+    ident = {"tokenizer": store.config.get("tokenizer"), "sources": sources}
+    h = hashlib.sha256("\n".join(vocab).encode())
+    h.update(json.dumps(ident, sort_keys=True, default=str).encode())
+    return {"key": h.hexdigest()[:16], "V": len(vocab), "n_docs": int(store.n_docs),
+            "n_tokens": int(store.n_tokens), "config": store.config, **ident}
+
+
+def shared_tokens(store_path: str, test_input: str, outdir: str,
+                  scheduler: str | None = None) -> dict[str, Any]:
+    """The store's training documents and the test documents, tokenised as the store was and
+    restricted to its vocabulary, saved as ``train.npz``, ``test.npz`` and ``vocab.txt``
+    (``scheduler``: Dask's, default processes for text and threads for UCI/HDF5)."""
+    import scipy.sparse as sp
+
+    from streamtopic import CooccurrenceStore
+    from streamtopic.corpus import recorded_corpus
+
+    store = CooccurrenceStore.open(store_path)
+    vocab = list(store.vocab)
+    train = recorded_corpus(store)
+    if train is None:
+        raise RuntimeError(f"{store_path}: none of its recorded inputs exists")
+    # the test file, read exactly as the (first) training source was recorded
+    test_src = [{**store.sources[0], "path": os.path.abspath(test_input)}]
+    test = recorded_corpus(SimpleNamespace(config=store.config, sources=test_src))
+    t0 = time.perf_counter()
+    H_train, s_train = bag_of_words(train, vocab, scheduler=scheduler or _scheduler_for(train))
+    H_test, s_test = bag_of_words(test, vocab, min_tokens=0,
+                                  scheduler=scheduler or _scheduler_for(test))
+    os.makedirs(outdir, exist_ok=True)
+    paths = {k: os.path.join(outdir, f) for k, f in
+             (("train", "train.npz"), ("test", "test.npz"), ("vocab", "vocab.txt"))}
+    sp.save_npz(paths["train"], H_train, compressed=False)
+    sp.save_npz(paths["test"], H_test, compressed=False)
     with open(paths["vocab"], "w", encoding="utf-8") as fh:
-        fh.write("\n".join(terms) + "\n")
-    index = {t: i for i, t in enumerate(terms)}
-    train_words = None
-    for half, src in (("train", raw_train), ("test", raw_test)):
-        kept_rows, n_in, tok_in, tok_oov, dropped, dropped_tok = [], 0, 0, 0, 0, 0
-        with HDF5CorpusWriter(paths[half], vocab=terms) as writer:
-            for ch in read_corpus(src).iter_chunks():
-                cols = np.array([index.get(t, -1) for t in ch.terms], dtype=np.int64)
-                inv = np.flatnonzero(cols >= 0)
-                c = sp.csr_matrix(ch.counts)
-                n_in += c.shape[0]
-                tok_in += int(c.sum())
-                c_in = c[:, inv]
-                tok_oov += int(c.sum()) - int(c_in.sum())
-                length = np.asarray(c_in.sum(axis=1)).ravel()
-                keep = length >= MIN_DOC_TOKENS
-                dropped += int((~keep).sum())
-                dropped_tok += int(length[~keep].sum())
-                rows = c_in[np.flatnonzero(keep)]
-                writer.append(rows, [ch.terms[i] for i in inv.tolist()])
-                # the same rows over the global vocabulary, for the npz and the statistics
-                g = sp.csr_matrix((rows.data, cols[inv][rows.indices], rows.indptr),
-                                  shape=(rows.shape[0], len(terms)), dtype=np.int32)
-                g.sum_duplicates()
-                kept_rows.append(g)
-        H = sp.vstack(kept_rows, format="csr") if kept_rows else sp.csr_matrix((0, len(terms)))
-        words_used = np.asarray((H > 0).sum(axis=0)).ravel()
-        s = {"n_docs": int(H.shape[0]), "n_tokens": int(H.sum()), "nnz": int(H.nnz),
-             "docs_before_vocabulary": n_in, "tokens_before_vocabulary": tok_in,
-             "tokens_outside_vocabulary_dropped": tok_oov,
-             f"docs_dropped_under_{MIN_DOC_TOKENS}_tokens": dropped,
-             "tokens_in_dropped_docs": dropped_tok,
-             "words_occurring": int((words_used > 0).sum()),
-             "mean_doc_length": float(H.sum() / max(H.shape[0], 1))}
-        if half == "train":
-            sp.save_npz(paths["train_npz"], H, compressed=False)
-            train_words = words_used > 0
-        else:
-            unseen = ~train_words
-            s["tokens_of_words_absent_from_train"] = int(H[:, np.flatnonzero(unseen)].sum())
-        stats[half] = s
-    for p in (raw_train, raw_test):
-        os.remove(p)
-    return stats
+        fh.write("\n".join(vocab) + "\n")
+    check = {"store_n_docs": int(store.n_docs), "store_n_tokens": int(store.n_tokens),
+             "bow_n_docs": s_train["n_docs"], "bow_n_tokens": s_train["n_tokens"]}
+    check["same"] = (check["store_n_docs"] == check["bow_n_docs"]
+                     and check["store_n_tokens"] == check["bow_n_tokens"])
+    return {"paths": paths, "V": len(vocab), "train": s_train, "test": s_test,
+            "same_tokens_check": check, "seconds": time.perf_counter() - t0,
+            "tokenizer": store.config.get("tokenizer"), "train_sources": store.sources,
+            "test_source": test_src[0]}
 
 
-# ============================================================================ children
+# ============================================================================ scoring
+
+
+def junk_word(word: str) -> bool:
+    """A number, markup or a header field: not letters only, or in ``JUNK_WORDS``."""
+    return LETTERS_ONLY.fullmatch(word) is None or word in JUNK_WORDS
+
+
+def junk_topics(top_words: list[list[str]]) -> list[int]:
+    """Indices of the topics whose top ``JUNK_TOP`` words have at least ``JUNK_MIN`` junk."""
+    return [k for k, words in enumerate(top_words)
+            if sum(junk_word(w) for w in words[:JUNK_TOP]) >= JUNK_MIN]
+
+
+def score(components: Any, vocab: list[str], test: Any) -> dict[str, Any]:
+    """The one scorer: held-out nats/token, unique words, junk topics, top words."""
+    import numpy as np
+
+    from streamtopic import metrics
+    from streamtopic.inference import document_completion
+
+    comp = np.asarray(components, dtype=np.float64)
+    if comp.shape[1] != len(vocab):
+        raise ValueError(f"topics have {comp.shape[1]} columns, V = {len(vocab)}")
+    sums = comp.sum(axis=1, keepdims=True)
+    comp = comp / np.where(sums > 0, sums, 1.0)
+    top = metrics.top_word_ids(comp, TOP_N)
+    words = [[vocab[i] for i in row] for row in top.tolist()]
+    uniq = metrics.unique_words(comp, top_n=TOP_N)
+    dc = document_completion(SimpleNamespace(components_=comp, vocab_=vocab), test,
+                             seed=HELDOUT_SEED)
+    junk = junk_topics(words)
+    return {"heldout_per_token": dc.per_token, "heldout_docs": dc.n_docs,
+            "heldout_tokens": dc.n_tokens, "unique_words_mean": float(np.mean(uniq)),
+            "unique_words_per_topic": uniq.tolist(), "junk_topics": len(junk),
+            "junk_topic_ids": junk, "top_words": [" ".join(w[:10]) for w in words]}
+
+
+# ============================================================================ baseline children
 
 
 def child_main(spec_path: str) -> None:
-    """Subprocess entry: one method trained on one corpus, its topic-word matrix saved."""
+    """Subprocess entry: one baseline trained on the shared bag of words, its topics saved."""
     with open(spec_path) as fh:
         spec = json.load(fh)
-    {"streamtopic": _child_streamtopic, "gensim": _child_gensim,
-     "tomotopy": _child_tomotopy}[spec["kind"]](spec)
+    {"gensim": _child_gensim, "tomotopy": _child_tomotopy}[spec["kind"]](spec)
     fitbench._emit(event="begin", stage="done")
 
 
-def _child_streamtopic(spec: dict[str, Any]) -> None:
-    t0 = time.perf_counter()
-    import dask
-    import numpy as np
-
-    import streamtopic
-    from streamtopic.model import AnchorTopicModel
-
-    fitbench._emit(event="result", name="imports", seconds=time.perf_counter() - t0,
-                   versions={"streamtopic": streamtopic.__version__})
-    params = {"seed": 0, **spec["params"]}
-    model = AnchorTopicModel(n_topics=spec["K"], **params)  # unknown parameters fail here
-    with dask.config.set(scheduler="threads"):
-        fitbench._emit(event="begin", stage="ingest")
-        t0 = time.perf_counter()
-        rep = streamtopic.ingest(spec["train"], spec["store"], vocab=spec["vocab"],
-                                 progress=False)
-        seconds = time.perf_counter() - t0
-        fitbench._emit(event="result", name="ingest", seconds=seconds, n_docs=rep.n_docs,
-                       n_tokens=rep.n_tokens, vocab_size=rep.vocab_size,
-                       n_skipped_docs=rep.n_skipped_docs, n_oov_tokens=rep.n_oov_tokens)
-        fitbench._emit(event="begin", stage="fit")
-        t0 = time.perf_counter()
-        model.fit(spec["store"])
-        seconds = time.perf_counter() - t0
-    fitbench._emit(event="begin", stage="save")
-    np.save(spec["components_out"], np.asarray(model.components_, dtype=np.float64))
-    with open(spec["vocab_out"], "w", encoding="utf-8") as fh:
-        fh.write("\n".join(model.vocab_) + "\n")
-    d = model.diagnostics_
-    fitbench._emit(event="result", name="fit", seconds=seconds, stage_seconds=d.get("seconds"),
-                   anchor_words=list(model.anchor_words_),
-                   converged_rows=f"{model.n_converged_}/{model.n_fitted_}",
-                   params=params)
-
-
-def _load_train(path: str) -> Any:
+def _load_bow(spec: dict[str, Any]) -> tuple[Any, list[str]]:
     import scipy.sparse as sp
 
-    return sp.load_npz(path).tocsr()
-
-
-def _read_vocab(path: str) -> list[str]:
-    with open(path, encoding="utf-8") as fh:
-        return fh.read().split("\n")[:-1]
+    H = sp.load_npz(spec["train"]).tocsr()
+    with open(spec["vocab"], encoding="utf-8") as fh:
+        vocab = fh.read().split("\n")[:-1]
+    return H, vocab
 
 
 def _child_gensim(spec: dict[str, Any]) -> None:
-    t0 = time.perf_counter()
     import gensim
     import numpy as np
-    from gensim.matutils import Sparse2Corpus
     from gensim.models import LdaMulticore
 
-    fitbench._emit(event="result", name="imports", seconds=time.perf_counter() - t0,
-                   versions={"gensim": gensim.__version__, "numpy": np.__version__})
     fitbench._emit(event="begin", stage="load")
     t0 = time.perf_counter()
-    H = _load_train(spec["train_npz"])
-    vocab = _read_vocab(spec["vocab"])
+    H, vocab = _load_bow(spec)
+    ptr, ids, counts = H.indptr.tolist(), H.indices.tolist(), H.data.tolist()
+    corpus = [list(zip(ids[a:b], counts[a:b])) for a, b in pairwise(ptr)]
     id2word = dict(enumerate(vocab))
-    corpus = Sparse2Corpus(H, documents_columns=False)
+    del H, ids, counts
     fitbench._emit(event="result", name="load", seconds=time.perf_counter() - t0,
-                   n_docs=len(corpus), V=len(vocab))
-    p = spec["params"]
+                   n_docs=len(corpus), V=len(vocab), versions={"gensim": gensim.__version__})
     fitbench._emit(event="begin", stage="train")
     t0 = time.perf_counter()
     lda = LdaMulticore(corpus=corpus, id2word=id2word, num_topics=spec["K"],
-                       workers=p["workers"], passes=p["passes"], random_state=p["random_state"])
+                       workers=spec["workers"], passes=spec["passes"],
+                       chunksize=GENSIM_CHUNKSIZE, eval_every=None,
+                       random_state=spec["seed"])
     seconds = time.perf_counter() - t0
     fitbench._emit(event="begin", stage="save")
-    topics = np.asarray(lda.get_topics(), dtype=np.float64)  # K × V, rows sum to 1
-    np.save(spec["components_out"], topics)
-    fitbench._emit(event="result", name="train", seconds=seconds, params=p,
-                   defaults={"chunksize": lda.chunksize, "iterations": lda.iterations,
-                             "eval_every": lda.eval_every, "alpha": "symmetric (1/K)",
-                             "eta": "symmetric (1/K)"})
+    np.save(spec["components_out"], np.asarray(lda.get_topics(), dtype=np.float64))
+    fitbench._emit(event="result", name="train", seconds=seconds, settings={
+        "workers": lda.workers, "passes": lda.passes, "chunksize": lda.chunksize,
+        "iterations": lda.iterations, "eval_every": lda.eval_every, "decay": lda.decay,
+        "offset": lda.offset, "alpha": "symmetric 1/K", "eta": "symmetric 1/K"})
 
 
 def _child_tomotopy(spec: dict[str, Any]) -> None:
-    t0 = time.perf_counter()
     import numpy as np
     import tomotopy as tp
 
-    fitbench._emit(event="result", name="imports", seconds=time.perf_counter() - t0,
-                   versions={"tomotopy": tp.__version__, "isa": tp.isa})
-    p = spec["params"]
     fitbench._emit(event="begin", stage="load")
     t0 = time.perf_counter()
-    H = _load_train(spec["train_npz"])
-    vocab = _read_vocab(spec["vocab"])
+    H, vocab = _load_bow(spec)
     words = np.array(vocab, dtype=object)
-    model = tp.LDAModel(k=spec["K"], seed=p["seed"])
-    n_added = 0
+    model = tp.LDAModel(k=spec["K"], seed=spec["seed"])
     for d in range(H.shape[0]):
         a, b = H.indptr[d], H.indptr[d + 1]
-        if b > a:
-            model.add_doc(np.repeat(words[H.indices[a:b]], H.data[a:b]).tolist())
-            n_added += 1
+        model.add_doc(np.repeat(words[H.indices[a:b]], H.data[a:b]).tolist())
     fitbench._emit(event="result", name="load", seconds=time.perf_counter() - t0,
-                   n_docs=n_added, V=len(vocab))
+                   n_docs=len(model.docs), V=len(vocab),
+                   versions={"tomotopy": tp.__version__, "isa": tp.isa})
     fitbench._emit(event="begin", stage="train")
     t0 = time.perf_counter()
-    trace = []
-    done = 0
-    while done < p["iterations"]:
-        step = min(p["step"], p["iterations"] - done)
-        model.train(step, workers=p["workers"])
-        done += step
-        trace.append({"iterations": done, "seconds": time.perf_counter() - t0,
-                      "ll_per_word": float(model.ll_per_word)})
+    model.train(spec["iterations"], workers=spec["workers"])
     seconds = time.perf_counter() - t0
     fitbench._emit(event="begin", stage="save")
     index = {w: i for i, w in enumerate(vocab)}
@@ -397,341 +421,505 @@ def _child_tomotopy(spec: dict[str, Any]) -> None:
     for k in range(spec["K"]):
         topics[k, cols] = model.get_topic_word_dist(k)
     np.save(spec["components_out"], topics)
-    fitbench._emit(event="result", name="train", seconds=seconds, params=p, trace=trace,
-                   defaults={"alpha": float(np.mean(model.alpha)), "eta": float(model.eta)})
+    fitbench._emit(event="result", name="train", seconds=seconds, settings={
+        "iterations": spec["iterations"], "workers": spec["workers"],
+        "alpha": float(np.mean(model.alpha)), "eta": float(model.eta),
+        "ll_per_word": float(model.ll_per_word)})
 
 
-# ============================================================================ running a method
+# ============================================================================ running
 
 
-def _probe(python: str, module: str) -> tuple[str | None, str | None]:
-    """(version, None) if ``python`` can import ``module`` (and scipy), else (None, why)."""
-    code = f"import scipy, {module}; print({module}.__version__)"
-    try:
-        r = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=300,
-                           check=False)
-    except OSError as exc:
-        return None, str(exc)
-    if r.returncode != 0:
-        return None, (r.stderr.strip().splitlines() or ["import failed"])[-1]
-    return r.stdout.strip(), None
-
-
-def run_method(
-    method: dict[str, Any], corpus: str, K: int, prep: dict[str, Any], work: str,
-    python: str,
-) -> dict[str, Any]:
-    """Train one method on one corpus in a fresh child, then score its topics."""
-    name, kind = method["name"], method["kind"]
-    tag = f"{corpus}-K{K}-{name}"
-    paths = prep["paths"]
-    spec = {"kind": kind, "K": K, "train": paths["train"], "train_npz": paths["train_npz"],
-            "vocab": paths["vocab"], "params": method["params"],
-            "components_out": os.path.join(work, f"{tag}.components.npy"),
-            "vocab_out": os.path.join(work, f"{tag}.vocab.txt"),
-            "store": os.path.join(work, f"{tag}.store")}
-    spec_path = os.path.join(work, f"{tag}.spec.json")
-    with open(spec_path, "w") as fh:
-        json.dump(spec, fh)
-    cmd = [python, os.path.abspath(__file__), "--child", spec_path]
-    log(f"{tag}: training ({' '.join(os.path.basename(c) for c in cmd[:2])})")
+def _measure(cmd: list[str], cwd: str) -> dict[str, Any]:
     quiet = fitbench.wait_for_quiet()
-    run = fitbench.run_child(cmd, stage_timeouts=TIMEOUTS, default_timeout=3600.0, cwd=work)
+    run = fitbench.run_child(cmd, default_timeout=TIMEOUT_SECONDS, cwd=cwd)
     run["contention"].update(quiet)
-    res = fitbench.child_results(run)
-    out: dict[str, Any] = {"kind": kind, "params": method["params"]}
-    if "imports" in res:
-        out["versions"] = res["imports"].get("versions")
-        out["imports_seconds"] = res["imports"]["seconds"]
-    sec: dict[str, Any] = {}
-    if kind == "streamtopic":
-        if "ingest" in res:
-            sec["ingest"] = res["ingest"]["seconds"]
-            out["store"] = {k: res["ingest"][k] for k in ("n_docs", "n_tokens", "vocab_size",
-                                                          "n_skipped_docs", "n_oov_tokens")}
-        if "fit" in res:
-            f = res["fit"]
-            sec["fit"] = f["seconds"]
-            sec["fit_stages"] = f.get("stage_seconds")
-            out["anchor_words"] = f.get("anchor_words")
-            out["converged_rows"] = f.get("converged_rows")
-            out["params"] = f.get("params", out["params"])
-        if "ingest" in sec and "fit" in sec:
-            sec["train"] = sec["ingest"] + sec["fit"]
-    else:
-        if "load" in res:
-            sec["load"] = res["load"]["seconds"]
-        if "train" in res:
-            sec["train"] = res["train"]["seconds"]
-            out["defaults"] = res["train"].get("defaults")
-            if "trace" in res["train"]:
-                out["trace"] = res["train"]["trace"]
-    out["seconds"] = sec
-    out["process_wall_seconds"] = run["wall_seconds"]
-    out["peak_rss_bytes"] = run["peak_rss_bytes"]
-    out["peak_rss_bytes_by_stage"] = run["peak_rss_bytes_by_stage"]
-    out["peak_processes"] = run["peak_processes"]
-    out["contention"] = run["contention"]
+    return run
+
+
+def _run_record(run: dict[str, Any]) -> dict[str, Any]:
+    return {"wall_seconds": run["wall_seconds"], "peak_rss_bytes": run["peak_rss_bytes"],
+            "peak_rss_bytes_by_stage": run["peak_rss_bytes_by_stage"],
+            "peak_processes": run["peak_processes"], "contention": run["contention"]}
+
+
+def streamtopic_command(raw: str, K: int, seed: int, model: str, store: str,
+                        extra: list[str], verbose: bool = False) -> list[str]:
+    return [*fitbench.streamtopic_cmd(), *(["-v"] if verbose else []), "fit", raw,
+            "-k", str(K), "--seed", str(seed), "-o", model, "--store", store, *extra]
+
+
+def _ingest_seconds(stderr: str) -> float | None:
+    """The ingest's own time from its summary (``store … at version …`` then ``  X.XX s``)."""
+    m = re.search(r"^store .* at version \d+:.*?^  ([0-9.]+) s$", stderr, re.MULTILINE | re.DOTALL)
+    return float(m.group(1)) if m else None
+
+
+def _budgets(obj: Any, path: str = "") -> dict[str, Any]:
+    """Every entry whose key mentions a memory budget, anywhere in ``obj``."""
+    found: dict[str, Any] = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            where = f"{path}.{k}" if path else str(k)
+            if "budget" in str(k).lower() and not isinstance(v, dict):
+                found[where] = v
+            found.update(_budgets(v, where))
+    return found
+
+
+def run_streamtopic(name: str, extra: list[str], raw: str, K: int, seed: int, work: str,
+                    verbose: bool = False) -> dict[str, Any]:
+    """One ``streamtopic fit`` from raw input into a fresh store; the model and store are
+    left in ``work`` for the caller (``out["model_path"]``, ``out["store_path"]``)."""
+    from streamtopic.model import AnchorTopicModel
+
+    tag = f"{name}-K{K}-{time.time_ns()}"
+    model, store = os.path.join(work, f"{tag}.model"), os.path.join(work, f"{tag}.store")
+    cmd = streamtopic_command(raw, K, seed, model, store, extra, verbose)
+    shown = _shown(["streamtopic", *cmd[len(fitbench.streamtopic_cmd()):]])
+    log(f"{name} K={K}: {shown}")
+    run = _measure(cmd, work)
+    out: dict[str, Any] = {"command": shown, "seconds": run["wall_seconds"], **_run_record(run),
+                           "model_path": model, "store_path": store}
     err = fitbench.failure(run)
-    if err or not os.path.exists(spec["components_out"]):
-        out["error"] = err or {"reason": "no topics saved", "stderr_tail": run["stderr"][-3000:]}
-        log(f"{tag}: FAILED: {json.dumps(out['error'])[:600]}")
+    if err or not os.path.exists(model):
+        out["error"] = err or {"reason": "no model saved", "stderr_tail": run["stderr"][-3000:]}
         return out
-    t0 = time.perf_counter()
-    own_vocab = spec["vocab_out"] if kind == "streamtopic" else None
-    out["scores"] = score(spec["components_out"], prep, own_vocab)
-    out["scoring_seconds"] = time.perf_counter() - t0
-    s = out["scores"]
-    out["top_words"] = s.pop("top_words")
-    log(f"{tag}: train {sec.get('train', float('nan')):.1f} s, peak RSS "
-        f"{fitbench.mib(run['peak_rss_bytes'])}, coherence {s['coherence_mean']:.1f}, unique "
-        f"{s['unique_words_mean']:.2f}, held-out {s['heldout_per_token']:.4f} nats/token")
+    m = AnchorTopicModel.load(model)
+    stages = m.diagnostics_.get("seconds", {})
+    out.update(ingest_seconds=_ingest_seconds(run["stderr"]), fit_stage_seconds=stages,
+               fit_seconds=float(sum(stages.values())), V=len(m.vocab_),
+               anchor_words=list(m.anchor_words_), params=m.get_params(),
+               memory_budget=_budgets({"params": m.get_params(), "diagnostics": m.diagnostics_}),
+               log_lines=[ln for ln in run["stderr"].splitlines() if LOG_LINE.match(ln)])
+    out["_model"] = m
     return out
 
 
-def score(components_path: str, prep: dict[str, Any], vocab_path: str | None) -> dict[str, Any]:
-    """The project's scorer, identical for every method: from the K × V topic-word matrix
-    over the shared vocabulary."""
-    import dask
+def run_baseline(name: str, K: int, seed: int, tokens: dict[str, Any], work: str,
+                 gensim_workers: int) -> dict[str, Any]:
+    """One baseline on the shared bag of words in a fresh child; its topics in ``out``."""
     import numpy as np
 
-    from streamtopic import metrics
-    from streamtopic.inference import document_completion
+    cfg = BASELINES[name]
+    tag = f"{name}-K{K}-{time.time_ns()}"
+    spec = {"kind": cfg["kind"], "K": K, "seed": seed, "train": tokens["paths"]["train"],
+            "vocab": tokens["paths"]["vocab"],
+            "workers": gensim_workers if cfg["kind"] == "gensim" else CORES,
+            "components_out": os.path.join(work, f"{tag}.npy"),
+            **{k: v for k, v in cfg.items() if k != "kind"}}
+    spec_path = os.path.join(work, f"{tag}.json")
+    with open(spec_path, "w") as fh:
+        json.dump(spec, fh)
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", spec_path]
+    log(f"{name} K={K}: {cfg['kind']} child")
+    run = _measure(cmd, work)
+    res = fitbench.child_results(run)
+    out: dict[str, Any] = {"command": _shown(cmd), "call": _call(spec), **_run_record(run)}
+    if "load" in res:
+        out.update(load_seconds=res["load"]["seconds"], versions=res["load"].get("versions"))
+    if "train" in res:
+        out.update(seconds=res["train"]["seconds"], settings=res["train"].get("settings"))
+    err = fitbench.failure(run)
+    if err or not os.path.exists(spec["components_out"]):
+        out["error"] = err or {"reason": "no topics saved", "stderr_tail": run["stderr"][-3000:]}
+        return out
+    out["_components"] = np.load(spec["components_out"])
+    for p in (spec_path, spec["components_out"]):
+        os.remove(p)
+    return out
 
-    vocab = _read_vocab(prep["paths"]["vocab"])
-    comp = np.load(components_path).astype(np.float64)
-    if vocab_path is not None:  # a model's own vocabulary order: map onto the shared one
-        own = _read_vocab(vocab_path)
-        if own != vocab:
-            pos = {w: i for i, w in enumerate(vocab)}
-            full = np.zeros((comp.shape[0], len(vocab)))
-            full[:, [pos[w] for w in own]] = comp
-            comp = full
-    if comp.shape[1] != len(vocab):
-        raise ValueError(f"{components_path}: {comp.shape[1]} columns, V = {len(vocab)}")
-    sums = comp.sum(axis=1, keepdims=True)
-    comp = comp / np.where(sums > 0, sums, 1.0)
-    obj = SimpleNamespace(components_=comp, vocab_=vocab)
-    top = metrics.top_word_ids(comp, TOP_N)
-    with dask.config.set(scheduler="threads"):
-        coh = metrics.coherence(top, prep["paths"]["train"], vocab=vocab)
-        dc = document_completion(obj, prep["paths"]["test"], seed=HELDOUT_SEED)
-    uniq = metrics.unique_words(comp, top_n=TOP_N)
-    return {
-        "coherence_mean": float(np.mean(coh)),
-        "coherence_per_topic": coh.tolist(),
-        "unique_words_mean": float(np.mean(uniq)),
-        "unique_words_per_topic": uniq.tolist(),
-        "heldout_per_token": dc.per_token,
-        "heldout_docs": dc.n_docs,
-        "heldout_tokens_scored": dc.n_tokens,
-        "heldout_oov_tokens": dc.n_oov_tokens,
-        "top_words": [" ".join(vocab[i] for i in row[:10]) for row in top.tolist()],
+
+def _call(spec: dict[str, Any]) -> str:
+    if spec["kind"] == "gensim":
+        return (f"LdaMulticore(corpus=<list of lists of (id, count)>, id2word=<dict>, "
+                f"num_topics={spec['K']}, workers={spec['workers']}, passes={spec['passes']}, "
+                f"chunksize={GENSIM_CHUNKSIZE}, eval_every=None, random_state={spec['seed']})")
+    return (f"LDAModel(k={spec['K']}, seed={spec['seed']}); add_doc(tokens) per document; "
+            f"train({spec['iterations']}, workers={spec['workers']})")
+
+
+# ============================================================================ one corpus
+
+
+class CorpusRun:
+    """Every method on one corpus, for each K, in rounds; the shared tokens are made from
+    the first streamtopic store (the reference method runs first until they exist)."""
+
+    def __init__(self, name: str, data: dict[str, Any], args: argparse.Namespace,
+                 methods: list[str], work: str) -> None:
+        self.name, self.data, self.args, self.methods, self.work = name, data, args, methods, work
+        self.st_methods = dict(args.streamtopic_methods)
+        # the first selected streamtopic method (else the table's first: baselines are skipped)
+        self.reference = next((m for m in methods if m in self.st_methods),
+                              next(iter(self.st_methods)))
+        self.tokens: dict[str, Any] | None = None
+        self.test: Any = None
+        self.vocab: list[str] = []
+        self.entry: dict[str, Any] = {"title": CORPORA[name], **data, "runs": {}}
+
+    def order(self) -> list[str]:
+        """Methods in their turn: the reference first while the shared tokens are missing."""
+        if self.tokens is None and self.reference in self.methods:
+            return [self.reference, *[m for m in self.methods if m != self.reference]]
+        return list(self.methods)
+
+    def run(self, K: int, repeat: int, save: Any) -> None:
+        for method in self.order():
+            runs = self.entry["runs"].setdefault(str(K), {}).setdefault(method, [])
+            rec = self._one(method, K)
+            rec["repeat"] = repeat
+            runs.append(rec)
+            save()
+
+    def _one(self, method: str, K: int) -> dict[str, Any]:
+        a = self.args
+        if method in self.st_methods:
+            rec = run_streamtopic(method, self.st_methods[method], self.data["train_input"], K,
+                                  a.seed, self.work)
+            self._after_streamtopic(method, rec)
+            comp = rec.pop("_model").components_ if "_model" in rec else None
+        elif self.tokens is None:
+            return {"skipped": "no shared tokens: no streamtopic run has succeeded yet"}
+        else:
+            rec = run_baseline(method, K, a.seed, self.tokens, self.work, a.gensim_workers)
+            comp = rec.pop("_components", None)
+        if comp is not None and "error" not in rec:
+            if rec.get("own_tokens"):
+                rec["scores_note"] = "vocabulary differs from the baselines': not scored"
+            else:
+                t0 = time.perf_counter()
+                rec["scores"] = score(comp, self.vocab, self.test)
+                rec["scoring_seconds"] = time.perf_counter() - t0
+        _log_run(self.name, K, method, rec)
+        return rec
+
+    def _after_streamtopic(self, method: str, rec: dict[str, Any]) -> None:
+        """Make the shared tokens from the first store (the reference method's, unless it
+        failed); flag later stores whose tokens differ; remove the model and store."""
+        store, model = rec.pop("store_path"), rec.pop("model_path")
+        if "error" not in rec:
+            ident = store_identity(store)
+            rec["store"] = {k: ident[k] for k in ("key", "V", "n_docs", "n_tokens")}
+            if self.tokens is None:  # the reference's store, or the first that succeeded
+                log(f"{self.name}: tokenising the training and test documents as {store}")
+                self.tokens = shared_tokens(store, self.data["test_input"],
+                                            os.path.join(self.work, f"{self.name}-tokens"))
+                self.tokens.update(key=ident["key"], from_method=method)
+                self.tokens["store_config"] = ident["config"]
+                self._load_shared()
+            if self.tokens is not None and ident["key"] != self.tokens["key"]:
+                rec["own_tokens"] = True
+        if not self.args.keep:
+            for p in (store, model):
+                shutil.rmtree(p, ignore_errors=True)
+
+    def _load_shared(self) -> None:
+        import scipy.sparse as sp
+
+        assert self.tokens is not None
+        self.test = sp.load_npz(self.tokens["paths"]["test"]).tocsr()
+        with open(self.tokens["paths"]["vocab"], encoding="utf-8") as fh:
+            self.vocab = fh.read().split("\n")[:-1]
+        c = self.tokens["same_tokens_check"]
+        log(f"{self.name}: V = {self.tokens['V']:,}; train {c['bow_n_docs']:,} docs, "
+            f"{c['bow_n_tokens']:,} tokens (store: {c['store_n_docs']:,}, "
+            f"{c['store_n_tokens']:,}: {'same' if c['same'] else 'DIFFERENT'}); test "
+            f"{self.tokens['test']['n_docs']:,} docs ({self.tokens['seconds']:.0f} s)")
+        self.entry["tokens"] = {k: v for k, v in self.tokens.items() if k != "paths"}
+
+
+def _log_run(corpus: str, K: int, method: str, rec: dict[str, Any]) -> None:
+    if "error" in rec or "skipped" in rec:
+        log(f"{corpus} K={K} {method}: FAILED {json.dumps(rec.get('error') or rec['skipped'])[:800]}")
+        return
+    s = rec.get("scores", {})
+    log(f"{corpus} K={K} {method}: {rec['seconds']:.1f} s, peak RSS "
+        f"{fitbench.mib(rec['peak_rss_bytes'])}, held-out "
+        f"{s.get('heldout_per_token', float('nan')):.4f}, unique "
+        f"{s.get('unique_words_mean', float('nan')):.2f}, junk topics {s.get('junk_topics')}")
+
+
+# ============================================================================ summary
+
+
+def _median(xs: list[float | None]) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A method's repeats: median time and scores, peak RSS (max), first repeat's topics."""
+    ok = [r for r in runs if "error" not in r and "skipped" not in r]
+    if not ok:
+        bad = runs[0] if runs else {}
+        return {"n_ok": 0, "note": bad.get("skipped") or (bad.get("error") or {}).get("reason")}
+    scored = [r["scores"] for r in ok if "scores" in r]
+    out = {
+        "n_ok": len(ok), "n_runs": len(runs),
+        "seconds_median": _median([r.get("seconds") for r in ok]),
+        "seconds_all": [r.get("seconds") for r in ok],
+        "peak_rss_bytes_max": max(r["peak_rss_bytes"] for r in ok),
+        "heldout_per_token": _median([s["heldout_per_token"] for s in scored]),
+        "unique_words_mean": _median([s["unique_words_mean"] for s in scored]),
+        "junk_topics": _median([s["junk_topics"] for s in scored]),
+        "top_words": scored[0]["top_words"] if scored else None,
+        "note": ok[0].get("scores_note"),
     }
+    if "fit_seconds" in ok[0]:
+        out["fit_seconds_median"] = _median([r.get("fit_seconds") for r in ok])
+        out["ingest_seconds_median"] = _median([r.get("ingest_seconds") for r in ok])
+    return out
+
+
+def verdicts(summary: dict[str, dict[str, Any]], st_methods: list[str]) -> dict[str, Any]:
+    """The acceptance verdicts of each streamtopic method against gensim (5 passes)."""
+    ref = summary.get(REFERENCE_BASELINE, {})
+    out: dict[str, Any] = {}
+    for m in st_methods:
+        s = summary.get(m, {})
+        if not s.get("n_ok") or s.get("heldout_per_token") is None:
+            out[m] = {"pass": None, "note": "no scored run"}
+            continue
+        v: dict[str, Any] = {
+            "unique_words_at_least_10": s["unique_words_mean"] >= 10,
+            "no_junk_topic": s["junk_topics"] == 0,
+        }
+        if ref.get("n_ok") and ref.get("heldout_per_token") is not None:
+            v["heldout_at_least_gensim_5pass"] = s["heldout_per_token"] >= ref["heldout_per_token"]
+            v["time_at_most_gensim_5pass"] = s["seconds_median"] <= ref["seconds_median"]
+        else:
+            v["note"] = f"{REFERENCE_BASELINE} did not run: its two criteria are not judged"
+        v["pass"] = all(x for k, x in v.items() if k != "note")
+        out[m] = v
+    return out
+
+
+def table(result: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for corpus, c in result.get("corpora", {}).items():
+        for K, by_method in c.get("summary", {}).items():
+            for m, s in by_method.items():
+                rows.append({"corpus": corpus, "K": int(K), "method": m,
+                             "seconds": s.get("seconds_median"),
+                             "peak_rss_mib": (s["peak_rss_bytes_max"] / 2**20
+                                              if s.get("peak_rss_bytes_max") else None),
+                             "heldout": s.get("heldout_per_token"),
+                             "unique": s.get("unique_words_mean"),
+                             "junk": s.get("junk_topics"), "note": s.get("note")})
+    return rows
+
+
+def print_table(result: dict[str, Any]) -> None:
+    def f(x: Any, fmt: str) -> str:
+        return "-" if x is None else format(x, fmt)
+
+    print(f"{'corpus':6} {'K':>3} {'method':14} {'seconds':>8} {'peak MiB':>8} "
+          f"{'held-out':>9} {'unique':>6} {'junk':>4}", file=sys.stderr)
+    for r in table(result):
+        print(f"{r['corpus']:6} {r['K']:>3} {r['method']:14} {f(r['seconds'], '8.1f')} "
+              f"{f(r['peak_rss_mib'], '8.0f')} {f(r['heldout'], '9.4f')} "
+              f"{f(r['unique'], '6.2f')} {f(r['junk'], '4g')}"
+              + (f"  [{r['note']}]" if r["note"] else ""), file=sys.stderr)
+    for corpus, c in result.get("corpora", {}).items():
+        for K, v in c.get("verdicts", {}).items():
+            for m, checks in v.items():
+                print(f"verdict {corpus} K={K} {m}: {json.dumps(checks)}", file=sys.stderr)
+    mdf = result.get("min_df_check", {})
+    if "verdict" in mdf:
+        print(f"min-df check: {json.dumps(mdf['verdict'])}", file=sys.stderr)
+
+
+# ============================================================================ min-df check
+
+
+MIN_DF_CASES = {"min_df_2": ["--min-df", "2"], "keep_n_10000": ["--keep-n", "10000"]}
+
+
+def min_df_check(args: argparse.Namespace, raw: str, topics: list[int], work: str,
+                 save: Any) -> dict[str, Any]:
+    """``streamtopic -v fit`` on 20 Newsgroups at ``--min-df 2`` and at ``--keep-n 10000``."""
+    out: dict[str, Any] = {"input": raw, "cases": MIN_DF_CASES, "runs": {}}
+    for K in topics:
+        for r in range(args.repeats):
+            for case, extra in MIN_DF_CASES.items():
+                rec = run_streamtopic(f"mindf-{case}", extra, raw, K, args.seed, work,
+                                      verbose=True)
+                rec.pop("_model", None)
+                for p in (rec.pop("store_path"), rec.pop("model_path")):
+                    if not args.keep:
+                        shutil.rmtree(p, ignore_errors=True)
+                rec["repeat"] = r
+                out["runs"].setdefault(str(K), {}).setdefault(case, []).append(rec)
+                log(f"min-df {case} K={K}: V = {rec.get('V')}, fit "
+                    f"{rec.get('fit_seconds') or float('nan'):.1f} s, whole "
+                    f"{rec['seconds']:.1f} s, peak RSS {fitbench.mib(rec['peak_rss_bytes'])}"
+                    + (f" FAILED {rec['error']}" if "error" in rec else ""))
+                save()
+    out["verdict"] = {K: _min_df_verdict(by_case) for K, by_case in out["runs"].items()}
+    return out
+
+
+def _min_df_verdict(by_case: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    med = {}
+    for case, runs in by_case.items():
+        ok = [r for r in runs if "error" not in r]
+        med[case] = {"V": ok[0]["V"] if ok else None,
+                     "fit_seconds": _median([r["fit_seconds"] for r in ok]),
+                     "whole_seconds": _median([r["seconds"] for r in ok]),
+                     "peak_rss_bytes": max((r["peak_rss_bytes"] for r in ok), default=None),
+                     "memory_budget": ok[0]["memory_budget"] if ok else None}
+    big, small = med.get("min_df_2", {}), med.get("keep_n_10000", {})
+    v: dict[str, Any] = {"medians": med}
+    if big.get("fit_seconds") is not None and small.get("fit_seconds"):
+        v["fit_ratio"] = big["fit_seconds"] / small["fit_seconds"]
+        v["fit_within_2x"] = v["fit_ratio"] <= 2.0
+        v["whole_process_ratio"] = big["whole_seconds"] / small["whole_seconds"]
+    budgets = [b for b in (big.get("memory_budget") or {}).values() if isinstance(b, (int, float))]
+    if budgets and big.get("peak_rss_bytes") is not None:
+        v["budget_bytes"] = min(budgets)
+        v["peak_within_budget"] = big["peak_rss_bytes"] <= v["budget_bytes"]
+    return v
 
 
 # ============================================================================ main
 
 
-def _methods(args: argparse.Namespace) -> list[dict[str, Any]]:
-    configs = STREAMTOPIC_CONFIGS
-    if args.streamtopic_configs:
-        with open(args.streamtopic_configs) as fh:
-            configs = json.load(fh)
-    passes = QUICK["gensim_passes"] if args.quick else GENSIM["passes"]
-    iters = QUICK["tomotopy_iterations"] if args.quick else TOMOTOPY["iterations"]
-    step = QUICK["tomotopy_step"] if args.quick else TOMOTOPY["step"]
-    methods = [{"name": c["name"], "kind": "streamtopic",
-                "params": {k: v for k, v in c.items() if k != "name"}} for c in configs]
-    methods.append({"name": "gensim", "kind": "gensim", "params": {**GENSIM, "passes": passes}})
-    methods.append({"name": "tomotopy", "kind": "tomotopy",
-                    "params": {**TOMOTOPY, "iterations": iters, "step": step}})
-    return methods
+def machine() -> dict[str, Any]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    info = fitbench.machine_info()
+    info["cores"] = CORES
+    try:
+        with open("/proc/cpuinfo") as fh:
+            info["cpu_model"] = next((ln.split(":", 1)[1].strip() for ln in fh
+                                      if ln.startswith("model name")), None)
+    except OSError:
+        info["cpu_model"] = None
+    for pkg in ("gensim", "tomotopy"):
+        try:
+            info[pkg] = version(pkg)
+        except PackageNotFoundError:
+            info[pkg] = None
+    return info
 
 
-def _table(result: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = []
-    for corpus, c in result["corpora"].items():
-        for K, by_method in c.get("runs", {}).items():
-            for name, r in by_method.items():
-                s, sec = r.get("scores", {}), r.get("seconds", {})
-                rows.append({
-                    "corpus": corpus, "K": int(K), "method": name,
-                    "train_seconds": sec.get("train"), "ingest_seconds": sec.get("ingest"),
-                    "fit_seconds": sec.get("fit"), "load_seconds": sec.get("load"),
-                    "peak_rss_mib": (r["peak_rss_bytes"] / 2**20 if r.get("peak_rss_bytes")
-                                     else None),
-                    "coherence_mean": s.get("coherence_mean"),
-                    "unique_words_mean": s.get("unique_words_mean"),
-                    "heldout_nats_per_token": s.get("heldout_per_token"),
-                    "note": r.get("skipped") or (r.get("error") or {}).get("reason"),
-                })
-    return rows
-
-
-def _write(result: dict[str, Any], path: str) -> str:
-    result["table"] = _table(result)
+def write(result: dict[str, Any], path: str) -> str:
+    result["table"] = table(result)
     text = json.dumps(result, indent=2, default=fitbench._jsonable)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".partial"
-    with open(tmp, "w") as fh:
+    with open(path + ".partial", "w") as fh:
         fh.write(text + "\n")
-    os.replace(tmp, path)
+    os.replace(path + ".partial", path)
     return text
 
 
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--corpora", default="20ng,kos", help="Comma-separated: 20ng, kos.")
+    p.add_argument("--topics", default="20,50", help="Comma-separated K values.")
+    p.add_argument("--repeats", type=int, default=1, help="Runs per method (median time).")
+    p.add_argument("--methods", default=None, help="Comma-separated method names (default all).")
+    p.add_argument("--mode", choices=["compare", "min-df", "both"], default="compare")
+    p.add_argument("--quick", action="store_true",
+                   help="Smoke run: first corpus, K = 20, 1 repeat, no quiet wait.")
+    p.add_argument("--seed", type=int, default=0, help="Seed of every method.")
+    p.add_argument("--add-streamtopic", action="append", default=[], metavar="NAME=ARGS",
+                   help="Another streamtopic method: NAME and its extra 'streamtopic fit' args.")
+    p.add_argument("--gensim-workers", type=int, default=CORES,
+                   help=f"LdaMulticore workers (default os.cpu_count() = {CORES}).")
+    p.add_argument("--workdir", default=DEFAULT_WORKDIR, help="Data, stores and models.")
+    p.add_argument("--keep", action="store_true", help="Keep this run's stores and models.")
+    p.add_argument("--out", default=None, help="JSON output file.")
+    p.add_argument("--quiet-wait", type=float, default=None, metavar="SECONDS",
+                   help="Longest wait for idle CPUs before each run (default 120; quick 0).")
+    p.add_argument("--child", metavar="SPEC", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        return args
+    args.corpora = [c for c in args.corpora.split(",") if c]
+    args.topics = [int(k) for k in args.topics.split(",") if k]
+    if args.quick:
+        args.corpora, args.topics, args.repeats = args.corpora[:1], [20], 1
+    bad = [c for c in args.corpora if c not in CORPORA]
+    if bad or args.repeats < 1:
+        p.error(f"unknown corpora {bad}" if bad else "--repeats must be >= 1")
+    args.streamtopic_methods = list(STREAMTOPIC_METHODS)
+    for spec in args.add_streamtopic:
+        name, _, extra = spec.partition("=")
+        args.streamtopic_methods.append((name.strip(), shlex.split(extra)))
+    known = [n for n, _ in args.streamtopic_methods] + list(BASELINES)
+    args.methods = [m for m in args.methods.split(",") if m] if args.methods else known
+    if [m for m in args.methods if m not in known]:
+        p.error(f"--methods: known methods are {', '.join(known)}")
+    args.out = args.out or (DEFAULT_OUT_MIN_DF if args.mode == "min-df" else DEFAULT_OUT)
+    wait = args.quiet_wait if args.quiet_wait is not None else (0.0 if args.quick else 120.0)
+    fitbench.QUIET_WAIT["seconds"] = max(0.0, wait)
+    args.workdir = os.path.abspath(args.workdir)
+    if os.path.commonpath([args.workdir, REPO]) == REPO:
+        p.error(f"--workdir {args.workdir} is inside the repository")
+    return args
+
+
+def run_compare(args: argparse.Namespace, result: dict[str, Any], work: str, save: Any) -> None:
+    prepare = {"20ng": prepare_20ng, "kos": prepare_kos}
+    st_names = [n for n, _ in args.streamtopic_methods]
+    for corpus in args.corpora:
+        data = prepare[corpus](os.path.join(args.workdir, "data", corpus))
+        cr = CorpusRun(corpus, data, args, args.methods, work)
+        result["corpora"][corpus] = cr.entry
+        for K in args.topics:
+            for r in range(args.repeats):
+                cr.run(K, r, save)
+            summary = {m: summarise(runs) for m, runs in cr.entry["runs"][str(K)].items()}
+            cr.entry.setdefault("summary", {})[str(K)] = summary
+            cr.entry.setdefault("verdicts", {})[str(K)] = verdicts(
+                summary, [m for m in st_names if m in args.methods])
+            save()
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--corpora", default="kos,20ng", help="Comma-separated: kos, 20ng.")
-    parser.add_argument("--topics", default=None, help="Comma-separated K values (default "
-                                                       "20,50; --quick: 20).")
-    parser.add_argument("--methods", default=None,
-                        help="Comma-separated method names (default: every streamtopic "
-                             "configuration, gensim, tomotopy).")
-    parser.add_argument("--workdir", default=DEFAULT_WORKDIR,
-                        help=f"Prepared data (cached), stores and models (default "
-                             f"{DEFAULT_WORKDIR}).")
-    parser.add_argument("--keep", action="store_true",
-                        help="Keep this run's stores, models and topic matrices.")
-    parser.add_argument("--quick", action="store_true", help="Smoke run (smaller settings).")
-    parser.add_argument("--out", default=DEFAULT_OUT, help="JSON output file.")
-    parser.add_argument("--quiet-wait", type=float, default=None, metavar="SECONDS",
-                        help="Longest wait for idle CPUs before each training process "
-                             "(default 120; --quick: 0).")
-    parser.add_argument("--streamtopic-configs", default=None, metavar="FILE",
-                        help="JSON list of streamtopic configurations "
-                             '[{"name": ..., **AnchorTopicModel parameters}].')
-    parser.add_argument("--gensim-python", default=sys.executable, metavar="PATH",
-                        help="Interpreter for the gensim child (default: this one).")
-    parser.add_argument("--tomotopy-python", default=sys.executable, metavar="PATH",
-                        help="Interpreter for the tomotopy child (default: this one).")
-    parser.add_argument("--child", metavar="SPEC", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
     if args.child:
         child_main(args.child)
         return {}
-
-    corpora = [c.strip() for c in args.corpora.split(",") if c.strip()]
-    for c in corpora:
-        if c not in CORPORA:
-            parser.error(f"--corpora: unknown corpus {c!r} (known: {', '.join(CORPORA)})")
-    topics_arg = args.topics or ("20" if args.quick else "20,50")
-    try:
-        topics = [int(k) for k in topics_arg.split(",") if k.strip()]
-    except ValueError:
-        parser.error(f"--topics {topics_arg!r}: expected comma-separated integers")
-    all_methods = _methods(args)
-    if args.methods:
-        wanted = [m.strip() for m in args.methods.split(",") if m.strip()]
-        known = {m["name"] for m in all_methods}
-        for m in wanted:
-            if m not in known:
-                parser.error(f"--methods: unknown method {m!r} (known: {', '.join(sorted(known))})")
-        methods = [m for m in all_methods if m["name"] in wanted]
-    else:
-        methods = all_methods
-    wait = args.quiet_wait if args.quiet_wait is not None else (0.0 if args.quick else 120.0)
-    fitbench.QUIET_WAIT["seconds"] = max(0.0, wait)
-
-    workdir = os.path.abspath(args.workdir)
-    if os.path.commonpath([workdir, REPO]) == REPO:
-        parser.error(f"--workdir {workdir} is inside the repository; use a directory outside it")
-    work = os.path.join(workdir, f"run-{os.getpid()}")
+    work = os.path.join(args.workdir, f"run-{os.getpid()}")
     os.makedirs(work)
-
-    # which baselines can run, and with which interpreter
-    interpreters = {"streamtopic": sys.executable, "gensim": args.gensim_python,
-                    "tomotopy": args.tomotopy_python}
-    available: dict[str, dict[str, Any]] = {}
-    for kind in sorted({m["kind"] for m in methods} - {"streamtopic"}):
-        version, why = _probe(interpreters[kind], kind)
-        available[kind] = {"python": interpreters[kind], "version": version}
-        if version is None:
-            available[kind]["missing"] = (
-                f"{kind} cannot be imported by {interpreters[kind]} ({why}); install it with "
-                f"'{interpreters[kind]} -m pip install {kind}', or pass --{kind}-python PATH of "
-                "an environment that has it"
-            )
-            log(f"{kind}: not available; its runs are skipped. To install: pip install {kind}")
-
-    t_start = time.perf_counter()
+    t0 = time.perf_counter()
     result: dict[str, Any] = {
-        "benchmark": "real_corpora",
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": fitbench.machine_info(),
-        "command": [os.path.basename(sys.executable), *sys.argv],
-        "quick": args.quick,
-        "settings": {
-            "split": SPLIT, "min_doc_tokens": MIN_DOC_TOKENS, "top_n": TOP_N,
-            "heldout_seed": HELDOUT_SEED, "topics": topics,
-            "methods": methods, "baselines": available,
-            "scorer": "streamtopic.metrics.coherence (top 20, training corpus), "
-                      "metrics.unique_words (top 20), inference.document_completion "
-                      "(test split, seed 0), all from the saved K×V topic-word matrix "
-                      "(rows renormalised to sum to 1)",
-            "timing": "seconds inside the fresh child process, imports excluded: streamtopic "
-                      "train = ingest + fit; gensim/tomotopy train excludes load",
-            "quiet_wait_seconds": fitbench.QUIET_WAIT["seconds"],
-        },
-        "rss_method": f"sum of RSS over the child process and all its descendants, polled "
-                      f"every {fitbench.POLL_SECONDS * 1000:.0f} ms with psutil; peak over the "
-                      "child's lifetime (load/ingest included)",
-        "workdir": workdir,
+        "benchmark": "real_corpora", "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                 time.gmtime()),
+        "machine": machine(), "argv": [os.path.basename(sys.executable), *sys.argv],
+        "settings": {"mode": args.mode, "quick": args.quick, "corpora": args.corpora, "topics": args.topics,
+                     "repeats": args.repeats, "seed": args.seed, "methods": args.methods,
+                     "streamtopic_methods": args.streamtopic_methods, "baselines": BASELINES,
+                     "gensim_workers": args.gensim_workers, "tomotopy_workers": CORES,
+                     "top_n": TOP_N, "heldout_seed": HELDOUT_SEED,
+                     "junk": {"top": JUNK_TOP, "min": JUNK_MIN, "letters_only": LETTERS_ONLY.pattern,
+                              "words": sorted(JUNK_WORDS)},
+                     "quiet_wait_seconds": fitbench.QUIET_WAIT["seconds"]},
+        "timing": "streamtopic: the whole `streamtopic fit` process, start to exit (ingest "
+                  "included); baselines: training only, in their child (loading excluded)",
+        "rss": "peak of the summed RSS of the child and all its descendants (psutil, 50 ms)",
         "corpora": {},
     }
+
+    def save() -> None:
+        write({**result, "seconds": time.perf_counter() - t0, "complete": False}, args.out)
+
     try:
-        for corpus in corpora:
-            cfg = CORPORA[corpus]
-            entry: dict[str, Any] = {"title": cfg["title"], "input": cfg["input"]}
-            result["corpora"][corpus] = entry
-            if not os.path.exists(cfg["input"]):
-                entry["skipped"] = "input not found"
-                log(f"{corpus}: {cfg['input']} not found; skipped")
-                continue
-            prep = prepare(corpus, os.path.join(workdir, "data", corpus))
-            entry["prep"] = {k: prep[k] for k in ("settings", "stats", "prep_seconds",
-                                                  "prepared_at", "cached")}
-            entry["runs"] = {}
-            for K in topics:
-                by_method: dict[str, Any] = {}
-                entry["runs"][str(K)] = by_method
-                for m in methods:
-                    if m["kind"] != "streamtopic" and available[m["kind"]]["version"] is None:
-                        by_method[m["name"]] = {"kind": m["kind"],
-                                                "skipped": available[m["kind"]]["missing"]}
-                        continue
-                    by_method[m["name"]] = run_method(m, corpus, K, prep, work,
-                                                      interpreters[m["kind"]])
-                    _write({**result, "benchmark_seconds": time.perf_counter() - t_start,
-                            "complete": False}, args.out)
-                    for p in os.listdir(work):  # stores are large; topics are kept on --keep
-                        if p.endswith(".store") and not args.keep:
-                            shutil.rmtree(os.path.join(work, p), ignore_errors=True)
+        if args.mode in ("compare", "both"):
+            run_compare(args, result, work, save)
+        if args.mode in ("min-df", "both"):
+            raw = prepare_20ng(os.path.join(args.workdir, "data", "20ng"))["train_input"]
+            result["min_df_check"] = min_df_check(args, raw, args.topics, work, save)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    result["benchmark_seconds"] = time.perf_counter() - t_start
-    result["complete"] = True
-    text = _write(result, args.out)
-    print(text)
-    _print_table(result["table"])
+    result.update(seconds=time.perf_counter() - t0, complete=True)
+    print(write(result, args.out))
+    print_table(result)
     return result
-
-
-def _print_table(rows: list[dict[str, Any]]) -> None:
-    def f(x: Any, fmt: str) -> str:
-        return "-" if x is None else format(x, fmt)
-
-    head = (f"{'corpus':6} {'K':>3} {'method':24} {'train s':>8} {'ingest':>7} {'fit':>7} "
-            f"{'load':>6} {'RSS MiB':>8} {'coher.':>8} {'unique':>6} {'heldout':>8}")
-    print(head, file=sys.stderr)
-    for r in rows:
-        print(f"{r['corpus']:6} {r['K']:>3} {r['method']:24} {f(r['train_seconds'], '8.1f')} "
-              f"{f(r['ingest_seconds'], '7.1f')} {f(r['fit_seconds'], '7.1f')} "
-              f"{f(r['load_seconds'], '6.1f')} {f(r['peak_rss_mib'], '8.0f')} "
-              f"{f(r['coherence_mean'], '8.1f')} {f(r['unique_words_mean'], '6.2f')} "
-              f"{f(r['heldout_nats_per_token'], '8.4f')}"
-              + (f"  [{r['note']}]" if r["note"] else ""), file=sys.stderr)
 
 
 if __name__ == "__main__":

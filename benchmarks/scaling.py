@@ -53,10 +53,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def _tokenise_rounds(rounds: int) -> float:
     """Seconds of pure CPU work like an ingest's: tokenising a fixed text ``rounds`` times."""
+    from streamtopic.synth import default_vocab
     from streamtopic.vocabulary import Tokenizer
 
     tok = Tokenizer()
-    text = " ".join(f"word{i % 997} token{i % 31}" for i in range(20_000))
+    words = default_vocab(997)
+    text = " ".join(f"{words[i % 997]} {words[i % 31]}" for i in range(20_000))
     t0 = time.perf_counter()
     for _ in range(rounds):
         tok(text)
@@ -90,7 +92,7 @@ def timed_fit(client: Any, store: str, K: int, **params: Any) -> tuple[float, di
     import streamtopic as st
 
     t0 = time.perf_counter()
-    model = st.AnchorTopicModel(K, seed=0, **params).fit(store, client=client)
+    model = st.AnchorTopicModel(K, method="plain", seed=0, **params).fit(store, client=client)
     return time.perf_counter() - t0, model.diagnostics_["seconds"]
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["count_pairs", "add_pairs_dense"]
+__all__ = ["add_pairs_dense", "count_pairs", "em_expected_counts", "em_theta"]
 
 
 @njit(nogil=True, cache=True)
@@ -125,6 +125,8 @@ def em_theta(
     ``warm``, from the θ given), until no entry moves more than ``tol`` or ``max_iter``
     iterations; a MAP estimate under a Dirichlet(1 + α) prior, unique for α > 0, so a warm
     start changes only the work. Work is proportional to the documents' non-zeros, not to V.
+    Tokens of words that every topic gives probability 0 are left out (the normaliser is the
+    sum of the new entries, n_d + Kα less those tokens), so θ_d stays on the simplex.
     Returns the number of iterations run, summed over the documents.
 
     Parameters
@@ -168,9 +170,13 @@ def em_theta(
                 r = data[e] / m
                 for k in range(K):
                     acc[k] += r * b[k]
+            s = 0.0  # = n_d + Kα, less the tokens no topic gives a probability
+            for k in range(K):
+                acc[k] = th[k] * acc[k] + alpha
+                s += acc[k]
             moved = 0.0
             for k in range(K):
-                new = (th[k] * acc[k] + alpha) / (nd + K * alpha)
+                new = acc[k] / s
                 moved = max(moved, abs(new - th[k]))
                 th[k] = new
             if moved < tol:

@@ -1,11 +1,12 @@
 """The English stop-word list used by ``stop_words="english"``.
 
-These are the 318 words of the Glasgow Information Retrieval Group's list, the same set that
-scikit-learn exposes as ``ENGLISH_STOP_WORDS`` (so that ``stop_words="english"`` means the same
-thing in both libraries).
+These are the 318 words of the Glasgow Information Retrieval Group's list, the set that
+scikit-learn exposes as ``ENGLISH_STOP_WORDS``, plus ``CONTRACTION_PARTS``: what the
+letters-only tokeniser leaves of English contractions ("don't" gives ``don``, "we've" ``ve``),
+which NLTK's English list also stops. ``SKLEARN_STOP_WORDS`` is scikit-learn's set alone.
 """
 
-ENGLISH_STOP_WORDS: frozenset[str] = frozenset(
+SKLEARN_STOP_WORDS: frozenset[str] = frozenset(
     """
     a about above across after afterwards again against all almost alone along already also
     although always am among amongst amoungst amount an and another any anyhow anyone anything
@@ -30,3 +31,12 @@ ENGLISH_STOP_WORDS: frozenset[str] = frozenset(
     you your yours yourself yourselves
     """.split()
 )
+
+CONTRACTION_PARTS: frozenset[str] = frozenset(
+    """
+    aren couldn didn doesn don hadn hasn haven isn ll mightn mustn needn re shan shouldn ve
+    wasn weren wouldn
+    """.split()
+)
+
+ENGLISH_STOP_WORDS: frozenset[str] = SKLEARN_STOP_WORDS | CONTRACTION_PARTS

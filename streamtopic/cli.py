@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from .cluster import SCHEDULER_ENV
 from .cluster import scheduler as scheduler_context
 from .corpus import FORMATS, CorpusError, bundled_corpus
 from .store import StoreError
@@ -47,11 +48,35 @@ def _scheduler_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def _strip_headers_option(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
-        "--strip-headers", is_flag=True,
+        "--strip-headers/--keep-headers", default=True, show_default=True,
         help="One document per file (directories, tar archives): drop each document's leading "
-             "header block (e-mail/news headers) up to and including the first empty line; a "
-             "file without an empty line is kept whole.",
+             "mail/news header block (everything before the first empty line, if each line of "
+             "it is a header field), keeping the Subject's text. --keep-headers reads files "
+             "whole.",
     )(f)
+
+
+def _stop_words_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--stop-words", default=None, metavar="english|none|FILE",
+        help="Stop words removed from text input: 'english' (scikit-learn's list, the default "
+             "for a new store), 'none', or a file with one word per line. Without it, an "
+             "existing store keeps its own. UCI and HDF5 input is not tokenised.",
+    )(f)
+
+
+def _auto_or_int(value: str | None, option: str, words: tuple[str, ...]) -> int | str | None:
+    """A CLI value that is one of ``words`` or a non-negative integer (None: unset)."""
+    if value is None or value in words:
+        return value
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise click.BadParameter(f"{value!r}: expected {' or '.join(words)} or an integer >= 0",
+                                 param_hint=option)
+    return n
 
 
 def _numeric_inputs(inputs: Sequence[str], fmt: str) -> bool:
@@ -102,8 +127,7 @@ def main(verbose: bool) -> None:
               help="Keep terms in at most this fraction of documents (new store; default 0.5).")
 @click.option("--keep-n", type=click.IntRange(min=1), default=None,
               help="Keep the N terms of highest document frequency (new store; default 100000).")
-@click.option("--stop-words", default=None,
-              help="'english' (scikit-learn's list), 'none', or a file with one word per line.")
+@_stop_words_option
 @click.option("--text-field", default="text", show_default=True, help="JSON Lines text field.")
 @click.option("--skip-existing", is_flag=True, help="Skip inputs already in the store.")
 @click.option("--blocksize", type=click.IntRange(min=1), default=None,
@@ -124,6 +148,11 @@ def ingest(
 
     INPUTS are files, globs or directories: UCI docword files, plain text (one document per
     line), directory trees or tar archives (one document per file), JSON Lines or HDF5.
+
+    Text is tokenised for topic models: lowercased words of 2 to 15 letters (numbers and
+    letter-digit mixtures give no token), English stop words removed, and e-mail addresses,
+    URLs, reply attribution lines and lines of encoded binary (uuencode, base64) dropped. A
+    new store records these settings; an existing store reads new input as it was built.
     """
     from .cooccurrence import ingest as do_ingest
 
@@ -193,7 +222,7 @@ def _human(n: float) -> str:
               help="HDF5 file to write.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
 @click.option("--vocab", type=click.Path(dir_okay=False), default=None, help="UCI vocabulary.")
-@click.option("--stop-words", default=None, help="'english', 'none', or a file.")
+@_stop_words_option
 @click.option("--text-field", default="text", show_default=True)
 @_strip_headers_option
 @_scheduler_options
@@ -232,26 +261,43 @@ def convert(
 @click.argument("source")
 @click.option("-k", "--n-topics", type=int, required=True, help="Number of topics K (>= 2).")
 @click.option("-o", "--output", required=True, type=click.Path(), help="Model path to write.")
-@click.option("--recover", type=click.Choice(["l2", "kl", "original", "admm", "activeset"]),
-              default="l2", show_default=True,
-              help="Recovery: RecoverL2 (FISTA), RecoverKL, the original Recover, or the L2 "
-                   "fit by ADMM or by an exact active-set method.")
-@click.option("--rectify", type=click.Choice(["none", "ap", "dr"]), default="none",
+@click.option("--method", type=click.Choice(["rectified", "plain"]), default="rectified",
               show_default=True,
-              help="Rectify Q first (JSMF/RAW): alternating projection or Douglas-Rachford.")
+              help="rectified (best on real text): Q's block of the core vocabulary (the most "
+                   "frequent words, sized by --memory-budget, at most 5,000) rectified as in "
+                   "JSMF/RAW, exact QR anchors, active-set recovery, the anchor topic-topic "
+                   "formula, then EM over the corpus until it converges, which also gives "
+                   "every other word its row. plain: Arora et al. (2013) on the whole Q "
+                   "(sketch anchors, RecoverL2, no refinement). The options below override "
+                   "single stages.")
+@click.option("--recover", type=click.Choice(["l2", "kl", "original", "admm", "activeset"]),
+              default=None,
+              help="Recovery: RecoverL2 (FISTA), RecoverKL, the original Recover, or the L2 "
+                   "fit by ADMM or by an exact active-set method. [default: the method's: "
+                   "activeset, plain: l2]")
+@click.option("--rectify", type=click.Choice(["none", "ap", "dr"]), default=None,
+              help="Rectify Q first (JSMF/RAW): alternating projection or Douglas-Rachford. "
+                   "[default: the method's: ap, plain: none]")
 @click.option("--rectify-iters", type=click.IntRange(min=1), default=15, show_default=True,
               help="Rectification iterations.")
 @click.option("--anchors", "anchor_method", type=click.Choice(["sketch", "qr"]),
-              default="sketch", show_default=True,
+              default=None,
               help="Anchor finding: FastAnchorWords on a random projection, or exact "
-                   "pivoted QR.")
-@click.option("--topic-topic", type=click.Choice(["pinv", "anchor"]), default="pinv",
-              show_default=True,
-              help="Topic-topic matrix: A+ Q A+^T, or the anchor formula.")
-@click.option("--memory-budget", type=click.IntRange(min=1), default=2048, show_default=True,
-              metavar="MiB", help="Memory the in-memory fast paths may use.")
-@click.option("--refine-passes", type=click.IntRange(min=0), default=0, show_default=True,
-              help="EM passes over the training corpus after the spectral fit.")
+                   "pivoted QR. [default: the method's: qr, plain: sketch]")
+@click.option("--topic-topic", type=click.Choice(["pinv", "anchor"]), default=None,
+              help="Topic-topic matrix: A+ Q A+^T, or the anchor formula. [default: the "
+                   "method's: anchor, plain: pinv]")
+@click.option("--memory-budget", type=click.IntRange(min=1), default=None, metavar="MiB",
+              help="Memory the in-memory stages may use. [default: half the available "
+                   "memory, or of the smallest worker's memory limit on a cluster]")
+@click.option("--refine-passes", default=None, metavar="auto|N",
+              help="EM passes over the training corpus after the spectral fit: 'auto' "
+                   "(until the training likelihood converges) or a number (0: none). "
+                   "[default: the method's: auto, plain: 0]")
+@click.option("--core-size", default=None, metavar="auto|all|N",
+              help="Words the spectral stages work on: 'auto' (the most frequent, as many as "
+                   "the memory budget holds, at most 5,000), 'all', or a number. Only with "
+                   "refinement. [default: the method's: auto, plain: all]")
 @click.option("--sketch-dim", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Dimension of the random projection used to find anchors.")
 @click.option("--anchor-min-df", type=click.IntRange(min=0), default=None,
@@ -272,14 +318,15 @@ def convert(
 @click.option("--min-df", type=click.IntRange(min=1), default=None, help="See ingest.")
 @click.option("--max-df", type=float, default=None, help="See ingest.")
 @click.option("--keep-n", type=click.IntRange(min=1), default=None, help="See ingest.")
-@click.option("--stop-words", default=None, help="See ingest.")
+@_stop_words_option
 @_strip_headers_option
 @_scheduler_options
 @_errors
 def fit(
-    source: str, n_topics: int, output: str, recover: str, rectify: str, rectify_iters: int,
-    anchor_method: str, topic_topic: str, memory_budget: int, refine_passes: int,
-    sketch_dim: int,
+    source: str, n_topics: int, output: str, method: str, recover: str | None,
+    rectify: str | None, rectify_iters: int, anchor_method: str | None,
+    topic_topic: str | None, memory_budget: int | None, refine_passes: str | None,
+    core_size: str | None, sketch_dim: int,
     anchor_min_df: int | None, exact_anchors: bool, no_cleanup: bool, seed: int,
     model_format: str, top: int, store_path: str | None, fmt: str, vocab: str | None,
     min_df: int | None, max_df: float | None, keep_n: int | None, stop_words: str | None,
@@ -300,16 +347,20 @@ def fit(
 
     is_store = CooccurrenceStore.is_store(source)
     numeric = is_store or _numeric_inputs([source], fmt)
+    # the scheduler per stage: tokenising text wants the process cluster, the numerical
+    # stages threads (they release the GIL and share memory); a named scheduler or --local
+    # runs both
+    named = bool(scheduler_address or scheduler_file or os.environ.get(SCHEDULER_ENV))
+    split = not numeric and not named and local_mode == "auto"
+    schedulers = dict(address=scheduler_address, scheduler_file=scheduler_file,
+                      n_workers=n_workers, local=local_mode, quiet=quiet,
+                      performance_report=performance_report)
     t0 = time.perf_counter()
-    with scheduler_context(
-        scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
-        numeric=numeric, quiet=quiet, performance_report=performance_report,
-    ):
-        if is_store:
-            store = source
-        else:
-            store = store_path or f"{output.rstrip('/')}.store"
-            existing = os.path.exists(store)
+    store = source
+    if not is_store:
+        store = store_path or f"{output.rstrip('/')}.store"
+        existing = os.path.exists(store)
+        with scheduler_context(**schedulers, numeric=numeric):
             report = do_ingest(
                 [source], store, format=fmt, vocab=vocab if not existing else None,
                 min_df=None if existing else min_df, max_df=None if existing else max_df,
@@ -317,11 +368,14 @@ def fit(
                 stop_words=stop_words, skip_existing=True, progress=not quiet,
                 strip_headers=strip_headers,
             )
-            click.echo(report.summary(), err=True)
+        click.echo(report.summary(), err=True)
+    with scheduler_context(**schedulers, numeric=numeric or split):
         model = AnchorTopicModel(
-            n_topics, recover=recover, rectify=rectify, rectify_iters=rectify_iters,
-            anchor_method=anchor_method, topic_topic=topic_topic,
-            memory_budget=memory_budget * 2**20, refine_passes=refine_passes,
+            n_topics, method=method, recover=recover, rectify=rectify,
+            rectify_iters=rectify_iters, anchor_method=anchor_method, topic_topic=topic_topic,
+            memory_budget=None if memory_budget is None else memory_budget * 2**20,
+            refine_passes=_auto_or_int(refine_passes, "--refine-passes", ("auto",)),
+            core_size=_auto_or_int(core_size, "--core-size", ("auto", "all")),
             sketch_dim=sketch_dim,
             anchor_min_df=anchor_min_df,
             exact_anchors=exact_anchors, cleanup=not no_cleanup, seed=seed,
@@ -331,7 +385,7 @@ def fit(
     diag = model.diagnostics_
     secs = ", ".join(f"{k} {v:.2f} s" for k, v in diag["seconds"].items())
     click.echo(
-        f"{output}: K = {n_topics}, V = {len(model.vocab_):,}, recover = {recover}; "
+        f"{output}: K = {n_topics}, V = {len(model.vocab_):,}, method = {method}; "
         f"{model.n_converged_:,}/{model.n_fitted_:,} word rows converged; "
         f"cleanup changed {diag['cleanup_changed']} anchors; {secs}; "
         f"total {time.perf_counter() - t0:.2f} s",
@@ -373,7 +427,7 @@ def topics(model_path: str, top: int) -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
 @click.option("--vocab", type=click.Path(dir_okay=False), default=None, help="UCI vocabulary.")
-@click.option("--stop-words", default=None, help="'english', 'none', or a file.")
+@_stop_words_option
 @click.option("--text-field", default="text", show_default=True)
 @_strip_headers_option
 @_scheduler_options
@@ -419,40 +473,51 @@ def split_cmd(
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON to this file.")
-@click.option("--strip-headers", is_flag=True,
-              help="Read --corpus and --heldout with headers stripped (see ingest); the "
-                   "recorded training inputs are read as they were ingested.")
+@click.option("--stop-words", default=None, metavar="english|none|FILE",
+              help="Stop words for --corpus and --heldout text (default: as the model's store "
+                   "was built, else 'english'). Their text is tokenised as the store's was.")
+@click.option("--strip-headers/--keep-headers", default=True, show_default=True,
+              help="How --corpus and --heldout files are read (see ingest); the recorded "
+                   "training inputs are read as they were ingested.")
 @_scheduler_options
 @_errors
 def evaluate(
     model_path: str, corpus_inputs: tuple[str, ...], heldout_inputs: tuple[str, ...],
-    top_n: int, seed: int, as_json: bool, output: str | None, strip_headers: bool,
+    top_n: int, seed: int, as_json: bool, output: str | None, stop_words: str | None,
+    strip_headers: bool,
     scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
     local_mode: str, quiet: bool, performance_report: str | None,
 ) -> None:
     """Score a model: coherence, unique words and held-out log-likelihood per token."""
     import os
+    from dataclasses import replace
 
     import numpy as np
 
     from . import metrics
-    from .corpus import read_corpus, recorded_corpus
+    from .corpus import Corpus, read_corpus, recorded_corpus
     from .inference import document_completion
     from .model import AnchorTopicModel
     from .store import CooccurrenceStore
+    from .vocabulary import Tokenizer
 
     model = AnchorTopicModel.load(model_path)
-    refs: list = list(corpus_inputs)
-    if strip_headers and refs:
-        refs = [read_corpus(list(corpus_inputs), strip_headers=True)]
-    if not refs:  # the training inputs, as the model's store recorded them
-        store_path = model.diagnostics_.get("store", {}).get("path")
-        if store_path and CooccurrenceStore.is_store(store_path):
-            recorded = recorded_corpus(CooccurrenceStore.open(store_path))
-            refs = [recorded] if recorded is not None else []
-    all_inputs = [r for r in refs if isinstance(r, str)] + list(heldout_inputs)
-    if strip_headers:
-        all_inputs += list(corpus_inputs)
+    store_path = model.diagnostics_.get("store", {}).get("path")
+    store = (CooccurrenceStore.open(store_path)
+             if store_path and CooccurrenceStore.is_store(store_path) else None)
+    cfg = store.config.get("tokenizer") if store is not None else None
+    tokenizer = Tokenizer.from_config(cfg) if cfg else Tokenizer()
+    if stop_words is not None:
+        tokenizer = replace(tokenizer, stop_words=stop_words)
+
+    def read(inputs: tuple[str, ...]) -> Corpus:
+        return read_corpus(list(inputs), tokenizer=tokenizer, strip_headers=strip_headers)
+
+    refs: list[Corpus] = [read(corpus_inputs)] if corpus_inputs else []
+    if not refs and store is not None:  # the training inputs, as the store recorded them
+        recorded = recorded_corpus(store)
+        refs = [recorded] if recorded is not None else []
+    all_inputs = list(corpus_inputs) + list(heldout_inputs)
     report: dict = {"model": os.path.abspath(model_path), "n_topics": len(model.anchors_),
                     "top_n": top_n}
     order = np.argsort(-model.components_, axis=1, kind="stable")[:, :top_n]
@@ -464,17 +529,14 @@ def evaluate(
         unique = metrics.unique_words(model.components_, top_n=top_n)
         report["unique_words"] = {"mean": float(np.mean(unique)), "per_topic": unique.tolist()}
         if refs:
-            ref = refs[0] if len(refs) == 1 and not isinstance(refs[0], str) else refs
-            coh = metrics.coherence(order, ref, vocab=model.vocab_, progress=not quiet)
+            coh = metrics.coherence(order, refs[0], vocab=model.vocab_, progress=not quiet)
             report["coherence"] = {
                 "mean": float(np.mean(coh)), "per_topic": coh.tolist(),
-                "corpus": [r if isinstance(r, str) else [s.path for s in r.sources]
-                           for r in refs],
+                "corpus": list(corpus_inputs) or [[s.path for s in refs[0].sources]],
             }
         if heldout_inputs:
-            heldout = (read_corpus(list(heldout_inputs), strip_headers=True) if strip_headers
-                       else list(heldout_inputs))
-            dc = document_completion(model, heldout, seed=seed, progress=not quiet)
+            dc = document_completion(model, read(heldout_inputs), seed=seed,
+                                     progress=not quiet)
             report["heldout"] = {"per_token": dc.per_token, "n_docs": dc.n_docs,
                                  "n_tokens": dc.n_tokens, "n_oov_tokens": dc.n_oov_tokens,
                                  "corpus": list(heldout_inputs)}

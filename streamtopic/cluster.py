@@ -63,6 +63,28 @@ def current_client() -> Any | None:
         return None
 
 
+#: The share of the machine's available memory (or of a worker's memory limit) that the
+#: automatic memory budget takes: the rest stays free for Dask, the OS page cache and the
+#: copies a stage makes around its main arrays.
+MEMORY_SHARE = 0.5
+
+
+def memory_budget() -> int:
+    """The automatic memory budget in bytes: ``MEMORY_SHARE`` of the memory available now,
+    or, with a distributed client, of the smallest worker memory limit (a worker without a
+    limit counts as its host's total memory)."""
+    import psutil
+
+    client = current_client()
+    limits = []
+    if client is not None:
+        for w in _workers(client).values():
+            limit = w.get("memory_limit") or 0
+            limits.append(int(limit) if limit else int(psutil.virtual_memory().total))
+    base = min(limits) if limits else int(psutil.virtual_memory().available)
+    return max(256 * 2**20, int(MEMORY_SHARE * base))
+
+
 def usable_cores() -> int:
     """Cores this process may run on (its CPU affinity)."""
     try:

@@ -31,7 +31,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -699,7 +699,7 @@ def ingest(
     chunk_size: int | None = None,
     progress: bool = True,
     client: Any = None,
-    strip_headers: bool = False,
+    strip_headers: bool = True,
 ) -> IngestReport:
     """Add a corpus to a co-occurrence store, creating the store if needed.
 
@@ -724,6 +724,8 @@ def ingest(
         ``filter_extremes``; ``keep_n=None`` keeps all).
     stop_words, tokenizer
         Tokenisation of text inputs (a new store records it; an existing store's is reused).
+        ``stop_words=None`` means the default: ``Tokenizer()``, whose stop words are English
+        (``'none'`` keeps every word); UCI and HDF5 inputs are not tokenised.
     skip_existing : bool
         Skip inputs already in the manifest instead of refusing them.
     chunk_size : int, optional
@@ -762,14 +764,14 @@ def ingest(
         existing = CooccurrenceStore.open(store_path)  # raises StoreError if not a store
     _check_pruning_args(existing, min_df, max_df, keep_n, vocab)
 
-    if existing is not None:
-        cfg = existing.config.get("tokenizer")
-        if tokenizer is None and stop_words is None and cfg:
-            tokenizer = Tokenizer.from_config(cfg)
-    if tokenizer is None:
-        tokenizer = Tokenizer(stop_words=stop_words if stop_words is not None else None)
-    elif stop_words is not None:
-        raise ValueError("pass stop_words inside the tokenizer, not both")
+    if tokenizer is not None:
+        if stop_words is not None:
+            raise ValueError("pass stop_words inside the tokenizer, not both")
+    else:  # the store's own tokenizer (as it was built), else the default; stop words replaced
+        cfg = existing.config.get("tokenizer") if existing is not None else None
+        tokenizer = Tokenizer.from_config(cfg) if cfg else Tokenizer()
+        if stop_words is not None:
+            tokenizer = replace(tokenizer, stop_words=stop_words)
     if isinstance(inputs, Corpus):
         corpus = inputs
     else:
@@ -975,6 +977,7 @@ def _accumulate(
             entries.append({
                 "path": src.path, "sha256": h, "format": src.format, "bytes": src.size,
                 "vocab_path": src.vocab_path, "strip_headers": src.strip_headers,
+                "keep_subject": src.keep_subject,
                 "n_docs": int(ps.get("docs", 0)), "n_tokens": int(ps.get("tokens", 0)),
                 "n_oov_tokens": int(ps.get("oov", 0)),
                 "ingested_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -18,10 +18,14 @@ Formats
 ``hdf5``
     CSR datasets ``indptr``, ``indices``, ``data`` and a ``vocab`` dataset (see :func:`convert`).
 
-Headers: with ``strip_headers=True`` the one-document-per-file readers (``files``: directory
-trees and tar archives) drop each file's leading header block (e-mail/news headers such as
-From/Subject/Organization/Lines) up to and including the first empty line. A file without an
-empty line is kept whole. Other formats ignore the option.
+Headers: by default (``strip_headers=True``) the one-document-per-file readers (``files``:
+directory trees and tar archives) drop each file's leading mail/news header block (From,
+Organization, Lines, Path, ...) up to and including the first empty line, but keep the text of
+its Subject (without "Re:"), which is content (``keep_subject=True``). A block is a header block
+only if every line of it is a header field (``Name: value``, the name without spaces), an mbox
+``From`` line or a continuation line; any other file is kept whole. Other formats ignore the
+option. The text then goes to the :class:`~streamtopic.vocabulary.Tokenizer`, which by default
+drops e-mail addresses, URLs, reply attribution lines and encoded binary in every text format.
 
 Decoding policy: text is UTF-8. Undecodable bytes are replaced by U+FFFD, which never forms part
 of a token, and counted (``DocChunk.n_replaced``; reported by ``ingest`` and kept in the store).
@@ -154,8 +158,8 @@ class Source:
     """One input of a corpus: a file, a directory of documents or an archive.
 
     ``vocab_path`` is the UCI vocabulary that maps ids to terms (UCI only).
-    ``strip_headers``: drop each document's leading header block (``files`` only; see
-    :func:`read_corpus`).
+    ``strip_headers``: drop each document's leading header block, and ``keep_subject``: keep
+    the text of its Subject field (``files`` only; see :func:`read_corpus`).
     """
 
     path: str
@@ -163,6 +167,7 @@ class Source:
     size: int
     vocab_path: str | None = None
     strip_headers: bool = False
+    keep_subject: bool = False
 
     def content_hash(self) -> str:
         """SHA-256 of the content (of every file, in order, for a directory; of the docword
@@ -603,13 +608,25 @@ def _json_text(part: _Part, text: str, field_name: str, offset: int, i: int) -> 
 
 
 _HEADER_END = re.compile(rb"\A\r?\n|\n\r?\n")  # the first empty line (LF or CRLF)
+# Header fields ("Name: value", the name printable ASCII without space or colon), mbox "From "
+# lines and continuation lines (starting with a blank), at least one of them a field.
+_HEADER_BLOCK = re.compile(
+    rb"(?:[ \t][^\n]*\n)*(?:[!-9;-~]+:|From )[^\n]*(?:\n(?:[!-9;-~]+:|From |[ \t])[^\n]*)*"
+)
+_SUBJECT = re.compile(rb"(?im)^Subject:[ \t]*(?:re:[ \t]*)*([^\n]*(?:\n[ \t][^\n]*)*)")
 
 
-def _strip_header_block(raw: bytes) -> bytes:
+def _strip_header_block(raw: bytes, keep_subject: bool) -> bytes:
     """``raw`` without its leading header block: everything up to and including the first
-    empty line. Without an empty line, ``raw`` is returned whole (it has no header block)."""
+    empty line, if every line before it belongs to a header (see the module docstring);
+    with ``keep_subject``, the Subject's text (without "Re:") comes first in its place.
+    A file without such a block is returned whole."""
     m = _HEADER_END.search(raw)
-    return raw[m.end():] if m else raw
+    if m is None or not _HEADER_BLOCK.fullmatch(raw, 0, m.start()):
+        return raw
+    body = raw[m.end():]
+    subject = _SUBJECT.search(raw, 0, m.start()) if keep_subject else None
+    return subject.group(1) + b"\n" + body if subject else body
 
 
 def _read_files_part(part: _Part, tokenizer: Tokenizer) -> list[DocChunk]:
@@ -620,7 +637,9 @@ def _read_files_part(part: _Part, tokenizer: Tokenizer) -> list[DocChunk]:
         for rel in names:
             with open(os.path.join(src.path, rel), "rb") as fh:
                 raw = fh.read()
-            text, replaced = _decode(_strip_header_block(raw) if src.strip_headers else raw)
+            if src.strip_headers:
+                raw = _strip_header_block(raw, src.keep_subject)
+            text, replaced = _decode(raw)
             builder.add(tokenizer(text), replaced)
     else:
         members: tuple[tuple[int, int], ...] = part.opt("members", ())
@@ -629,7 +648,9 @@ def _read_files_part(part: _Part, tokenizer: Tokenizer) -> list[DocChunk]:
             raw = _read_range(src.path, base, members[-1][0] + members[-1][1])
             for off, size in members:
                 doc = raw[off - base : off - base + size]
-                text, replaced = _decode(_strip_header_block(doc) if src.strip_headers else doc)
+                if src.strip_headers:
+                    doc = _strip_header_block(doc, src.keep_subject)
+                text, replaced = _decode(doc)
                 builder.add(tokenizer(text), replaced)
     builder.flush()
     return builder.chunks
@@ -996,6 +1017,13 @@ class Corpus:
             _read_parts, self.tokenizer
         )
 
+    def subset(self, indices: Sequence[int] | np.ndarray) -> Corpus:
+        """The corpus restricted to the partitions ``indices`` (positions in ``parts``, kept
+        in the order given), with the sources they read from; nothing is read."""
+        parts = [self.parts[int(i)] for i in np.asarray(indices, dtype=np.int64).ravel()]
+        used = {p.source for p in parts}
+        return Corpus([s for s in self.sources if s in used], parts, self.tokenizer)
+
     def iter_chunks(self) -> Iterator[DocChunk]:
         """Read the corpus in this process, one partition at a time (bounded memory)."""
         for part in self.parts:
@@ -1017,7 +1045,8 @@ def read_corpus(
     text_field: str = "text",
     tokenizer: Tokenizer | None = None,
     blocksize: int | None = None,
-    strip_headers: bool = False,
+    strip_headers: bool = True,
+    keep_subject: bool = True,
 ) -> Corpus:
     """Plan a corpus over files, globs and directories.
 
@@ -1032,16 +1061,21 @@ def read_corpus(
     text_field : str
         JSON Lines field holding the document text.
     tokenizer : Tokenizer, optional
-        How text is split into tokens (default: scikit-learn's conventions).
+        How text is split into tokens (default: ``Tokenizer()``: letters-only words, English
+        stop words removed, e-mail addresses, URLs and encoded lines dropped).
     blocksize : int, optional
         Target bytes of (decompressed) input per partition. Default: 4 MiB, or less for a
         small corpus, so that there is about one partition per worker (each partition's
         partial sum is up to V×V, so fewer, fuller partitions are cheaper to reduce).
     strip_headers : bool
-        One document per file (directory trees, tar archives) only: drop each document's
-        leading header block (e-mail/news headers) up to and including the first empty line
-        (LF or CRLF). A file with no empty line is kept whole. Recorded per source
+        One document per file (directory trees, tar archives) only, on by default: drop each
+        document's leading mail/news header block, up to and including the first empty line
+        (LF or CRLF), if every line before it is a header field, an mbox ``From`` line or a
+        continuation. Any other file is kept whole. Recorded per source
         (``Source.strip_headers``), and so in a store's manifest.
+    keep_subject : bool
+        With ``strip_headers``: keep the text of the Subject field (without "Re:") in place of
+        the block, since it is content. Recorded per source (``Source.keep_subject``).
 
     Raises
     ------
@@ -1062,7 +1096,8 @@ def read_corpus(
             else os.path.getsize(path)
         )
         strip = bool(strip_headers) and fmt == "files"
-        sources.append(Source(path, fmt, size, vocab_path, strip_headers=strip))
+        sources.append(Source(path, fmt, size, vocab_path, strip_headers=strip,
+                              keep_subject=strip and bool(keep_subject)))
     if blocksize is None:
         from .cluster import n_workers
 
@@ -1267,15 +1302,15 @@ def split(
 
 def recorded_corpus(store: Any) -> Corpus | None:
     """One corpus of a co-occurrence store's recorded inputs that still exist, each read with
-    its own format, UCI vocabulary and header stripping, and tokenised as the store was;
-    None if none of them exists any more."""
-    from .vocabulary import Tokenizer
-
+    its own format, UCI vocabulary and header handling, and tokenised as the store was;
+    None if none of them exists any more. A setting the manifest lacks (an older store) is
+    read as it was then: headers kept, or stripped without the Subject."""
     cfg = store.config.get("tokenizer")
     tokenizer = Tokenizer.from_config(cfg) if cfg else Tokenizer()
     parts = [
         read_corpus(s["path"], format=s.get("format", "auto"), vocab=s.get("vocab_path"),
-                    tokenizer=tokenizer, strip_headers=bool(s.get("strip_headers", False)))
+                    tokenizer=tokenizer, strip_headers=bool(s.get("strip_headers", False)),
+                    keep_subject=bool(s.get("keep_subject", False)))
         for s in store.sources if os.path.exists(s["path"])
     ]
     if not parts:

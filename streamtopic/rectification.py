@@ -145,7 +145,7 @@ class RectifyResult:
     seconds: list[float]
     eigenvalues: np.ndarray
     in_memory: bool
-    path: str
+    path: str | None
     passes: list[int] = field(default_factory=list)
     total_seconds: float = 0.0
     array: np.ndarray | None = None
@@ -1228,8 +1228,42 @@ def _seed_attr(seed: Any) -> Any:
     return int(seed) if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) else None
 
 
+def rectify_in_memory(
+    Q: np.ndarray, n_topics: int, *, method: str = "ap", n_iter: int = 15, seed: Any = 0,
+) -> RectifyResult:
+    """Rectify a co-occurrence matrix held in memory, and return the result in memory only
+    (``RectifyResult.array``, n×n, summing to 1; ``path`` is None). The same iterations as
+    :func:`rectify`'s in-memory path, for a core vocabulary's block of Q: nothing is written.
+
+    Parameters
+    ----------
+    Q : ndarray of shape (n, n)
+        Symmetric, normalised to sum 1; only read.
+    n_topics : int
+        K, the rank of the PSD projection (1 <= K < n).
+    method : {'ap', 'dr', 'none'}
+    n_iter : int
+    seed : int, Generator or None
+    """
+    t_start = time.perf_counter()
+    if method not in RECTIFY_METHODS:
+        raise ValueError(f"method={method!r}: expected one of {', '.join(RECTIFY_METHODS)}")
+    Q, _, _ = _as_input(Q)
+    K = _check_int("n_topics", n_topics, 1, int(Q.shape[0]))
+    n_iter = 0 if method == "none" else _check_int("n_iter", n_iter, 0)
+    run = _Run(method, n_iter, "in memory")
+    dense = _run_in_memory(Q, False, K, method, n_iter, np.random.default_rng(seed), run, None,
+                           False)
+    return RectifyResult(
+        method=method, n_iter=n_iter, movement=run.movement, seconds=run.seconds,
+        eigenvalues=np.asarray(run.eigenvalues, dtype=np.float64), in_memory=True, path=None,
+        passes=run.passes, total_seconds=time.perf_counter() - t_start, array=dense,
+    )
+
+
 def _run_in_memory(Q: Any, is_dask: bool, K: int, method: str, n_iter: int,
-                   rng: np.random.Generator, run: _Run, tmp: str, progress: bool) -> np.ndarray:
+                   rng: np.random.Generator, run: _Run, tmp: str | None,
+                   progress: bool) -> np.ndarray:
     import zarr
     from threadpoolctl import threadpool_limits
 
@@ -1269,6 +1303,8 @@ def _run_in_memory(Q: Any, is_dask: bool, K: int, method: str, n_iter: int,
         if not (total > 0 and math.isfinite(total)):
             raise ValueError(f"Q: cannot normalise the result (it sums to {total!r})")
         res *= 1.0 / total
+        if tmp is None:
+            return res
         # one writer per chunk, chunks written in parallel (no two tasks share a chunk)
         arr = zarr.open_array(tmp, mode="r+")
         c = arr.chunks[0]

@@ -1,27 +1,49 @@
-"""Refinement: EM passes over the corpus, started from the spectral topics.
+"""Refinement: EM over the corpus, started from the spectral topics, at a bounded cost.
 
 The anchor-word topics are a method-of-moments estimate: fast and provably consistent, but
-they do not maximise the likelihood of the documents. A few passes of EM started from them
-do (the "spectral initialisation, likelihood refinement" recipe). Each pass streams the
-corpus once as a Dask bag:
+they do not maximise the likelihood of the documents. EM started from them does (the
+"spectral initialisation, likelihood refinement" recipe). EM alternates
 
 * E-step, per document: θ_d with the topics fixed (EM to convergence, a MAP estimate under a
-  Dirichlet(1 + α) prior), then the expected topic-word counts
-  N_kw = Σ_d h_dw θ_dk β_kw / Σ_j θ_dj β_jw;
-* M-step, once per pass: β_k ∝ N_k + η.
+  Dirichlet(1 + α) prior, warm-started from the previous pass' θ_d), then the expected
+  topic-word counts N_kw = Σ_d h_dw θ_dk β_kw / Σ_j θ_dj β_jw;
+* M-step: β_k ∝ N_k + η (a MAP estimate under a Dirichlet(1 + η) prior).
 
-The partitions' K×V counts are summed by a tree reduction; the topics reach the workers
-through a scratch zarr array, never through the scheduler. The inner loops are compiled
-(:mod:`streamtopic._kernels`) and run on the documents' non-zeros only.
+Each pass raises the training objective, the log-posterior
+
+    F(θ, β) = Σ_d Σ_w h_dw log(θ_d·β_w) + α Σ_d Σ_k log θ_dk + η Σ_k Σ_w log β_kw,
+
+and EM stops when F per token moves by less than ``tol`` (relative) from one pass to the next,
+or after ``max_passes`` (or after exactly ``passes``, as in the papers' experiments).
+
+Cost. The passes run on a *sample*: whole partitions of the corpus, drawn at random under the
+seed until ``sample_tokens`` in-vocabulary tokens are read. The sample is read and tokenised
+once, into CSR over the global vocabulary, and persisted with Dask (in this process on the
+threaded scheduler, on the workers of a cluster; the tasks of every pass then run where their
+documents are). So the cost of the passes depends on ``sample_tokens``, not on the corpus. When
+the sample is a proper subset, ONE full pass follows: the E-step for every document with the
+converged topics (the sample from the cache, the rest of the corpus read once) and the M-step
+over the whole corpus, which gives every word its row, words absent from the sample included.
+Every partition is read exactly once. When the corpus fits within ``sample_tokens`` the sample
+is the corpus and there is no extra pass.
+
+θ stays on the workers as persisted Dask data from one pass to the next; the topics reach
+them through a ``.npy`` file in the scratch directory (memory-mapped, read once per process),
+never through the scheduler. The partitions' K×V counts are summed by a tree reduction in a
+fixed order, so the result is the same bit for bit on every run of the threaded scheduler.
+The inner loops are compiled (:mod:`streamtopic._kernels`) and run on the documents'
+non-zeros only.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -30,6 +52,16 @@ __all__ = ["RefineResult", "refine_topics"]
 
 ALPHA = 0.1  # θ pseudo-count per topic while training
 ETA = 0.1  # β pseudo-count per word (smooths rare words; 0.1 beat 0.01 on 20 Newsgroups)
+# Relative change of the objective per token at which EM stops. Measured from the spectral
+# topics (plain and rectified) on KOS and 20 Newsgroups (K = 20): 1e-4 stops after 21-48
+# passes, within 0.007-0.016 nats/token of the held-out likelihood after 100 passes (90-99% of
+# the gain); 1e-3 stops after 7-9 passes, 0.025-0.09 nats/token short.
+TOL = 1e-4
+MAX_PASSES = 50
+SAMPLE_TOKENS = 10_000_000  # in-vocabulary tokens of the cached sample (see refine_topics)
+START_FLOOR = 1e-10  # added to every entry of the starting topics: no token has probability 0
+THETA_TOL = 1e-3  # EM for θ_d stops when no entry moves more than this
+THETA_MAX_ITER = 100
 
 
 @dataclass
@@ -41,77 +73,363 @@ class RefineResult:
     components : ndarray of shape (K, V)
         Refined topic-word distributions (rows sum to 1).
     prevalence : ndarray of shape (K,)
-        Share of the corpus' tokens assigned to each topic in the last pass.
+        Share of the tokens assigned to each topic by the last M-step.
+    topic_tokens : ndarray of shape (K,)
+        Expected tokens of each topic in the last M-step: with it, the expected counts are
+        N = components * (topic_tokens + V η)[:, None] − η.
     loglik_per_token : list of float
-        Training log-likelihood per token, one per pass (measured with the topics that pass
-        started from).
+        Log-likelihood per token of the sample, one per EM pass (measured with the topics that
+        pass started from).
+    objective_per_token : list of float
+        The training objective F (log-likelihood plus the priors' log-densities, see the
+        module) per token of the sample, one per pass; the stopping rule watches it.
     seconds : list of float
-        Wall time per pass.
+        Wall time per EM pass on the sample.
     theta_iterations : list of int
-        EM iterations of the documents' θ per pass, summed over documents (each pass
+        EM iterations of the documents' θ per pass, summed over the documents (each pass
         starts from the previous pass' θ).
+    converged : bool
+        The objective's relative change in the last pass was below ``tol``.
+    passes : int
+        EM passes run on the sample.
+    sample_docs, sample_tokens : int
+        Documents and in-vocabulary tokens of the sample.
+    sample_partitions, partitions : int
+        Partitions in the sample, and in the corpus.
+    sample_partition_indices : ndarray of int, shape (sample_partitions,)
+        Which partitions (positions in ``corpus.parts``) the sample is, in the order read.
+    full_pass : bool
+        Whether a full pass over the corpus followed (the sample was a proper subset).
+    corpus_docs, corpus_tokens : int
+        Documents and tokens of the whole corpus (known after a full pass; else the sample's).
+    full_pass_loglik_per_token : float or None
+        Log-likelihood per token of the whole corpus in the full pass.
+    read_seconds, full_pass_seconds : float
+        Wall time to read and cache the sample, and of the full pass.
     """
 
     components: np.ndarray
     prevalence: np.ndarray
+    topic_tokens: np.ndarray | None = None
     loglik_per_token: list[float] = field(default_factory=list)
+    objective_per_token: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
     theta_iterations: list[int] = field(default_factory=list)
+    converged: bool = False
+    passes: int = 0
+    sample_docs: int = 0
+    sample_tokens: int = 0
+    sample_partitions: int = 0
+    partitions: int = 0
+    sample_partition_indices: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
+    full_pass: bool = False
+    corpus_docs: int = 0
+    corpus_tokens: int = 0
+    full_pass_loglik_per_token: float | None = None
+    read_seconds: float = 0.0
+    full_pass_seconds: float = 0.0
 
 
-THETA_TOL = 1e-3  # EM for θ_d stops when no entry moves more than this
-THETA_MAX_ITER = 100
+# ----------------------------------------------------------------------------- worker side
 
 
-def _partition_counts(
-    chunks: list[Any], beta_path: str, vocab: list[str], alpha: float,
-    theta_in: str | None, theta_out: str,
-) -> tuple[np.ndarray, float, float, int]:
-    """One partition's expected counts (V×K, word-major), log-likelihood, token count and
-    θ iterations. θ (n_docs × K, this partition's documents in order) starts from the
-    previous pass' (``theta_in``, a ``.npy`` file this partition wrote) and is saved to
-    ``theta_out`` for the next: EM for θ converges to the same unique optimum from any
-    start, in far fewer iterations from a close one."""
-    import zarr
+@dataclass
+class _Docs:
+    """One partition's documents as CSR over the global vocabulary (documents with at least
+    one in-vocabulary token only): ``indptr`` (n+1,) int64, ``indices`` (nnz,) int32 sorted
+    within rows, ``data`` (nnz,) float64 counts."""
 
-    from ._kernels import em_expected_counts, em_theta
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.indptr.size - 1)
+
+    @property
+    def tokens(self) -> float:
+        return float(self.data.sum())
+
+
+def _docs_of(chunks: list[Any], vocab: list[str]) -> _Docs:
+    """A partition's chunks (:class:`~streamtopic.corpus.DocChunk`) as :class:`_Docs`."""
+    import scipy.sparse as sp
+
     from .cooccurrence import _term_index, _to_global
 
-    beta_t = np.ascontiguousarray(zarr.open_array(beta_path, mode="r")[:])
-    V, K = beta_t.shape
     index = _term_index(vocab)
+    V = len(vocab)
+    blocks = [_to_global(ch, index, V)[0] for ch in chunks]
+    H = sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, V))
+    H.sum_duplicates()
+    H = H[np.flatnonzero(np.diff(H.indptr))]  # documents with no token in the vocabulary
+    H.sort_indices()
+    return _Docs(H.indptr.astype(np.int64), H.indices.astype(np.int32),
+                 H.data.astype(np.float64))
+
+
+def _sizes(docs: _Docs) -> tuple[int, float]:
+    return docs.n_docs, docs.tokens
+
+
+@lru_cache(maxsize=2)
+def _load_beta(path: str) -> np.ndarray:
+    """The topics word-major (V×K), memory-mapped: read once per process per pass."""
+    return np.load(path, mmap_mode="r")
+
+
+# (V×K counts/β, log-likelihood, α Σ log θ, tokens, θ iterations)
+_Summary = tuple[np.ndarray, float, float, float, int]
+
+
+def _estep(docs: _Docs, theta: np.ndarray | None, beta_path: str, alpha: float
+           ) -> tuple[np.ndarray, _Summary]:
+    """E-step of one partition. θ (n_docs × K) starts from ``theta`` (the previous pass',
+    never modified) or, when None, from uniform; returns the new θ and the partition's
+    summary, whose array is Σ_d θ_dk h_dw / (θ_d·β_w) (V×K; times β, the expected counts)."""
+    from ._kernels import em_expected_counts, em_theta
+
+    beta_t = np.asarray(_load_beta(beta_path))
+    V, K = beta_t.shape
+    warm = theta is not None
+    th = np.array(theta, dtype=np.float64) if warm else np.empty((docs.n_docs, K))
+    iters = em_theta(docs.indptr, docs.indices, docs.data, beta_t, alpha, THETA_TOL,
+                     THETA_MAX_ITER, th, warm)
     out = np.zeros((V, K))
-    loglik, tokens, iters = 0.0, 0.0, 0
-    start = np.load(theta_in) if theta_in is not None else None
-    thetas = []
-    row = 0
-    for ch in chunks:
-        H, _ = _to_global(ch, index, V)
-        H.sum_duplicates()
-        indptr = H.indptr.astype(np.int64)
-        indices = H.indices.astype(np.int32)
-        data = H.data.astype(np.float64)
-        n = H.shape[0]
-        warm = start is not None
-        theta = np.array(start[row:row + n], dtype=np.float64) if warm else np.empty((n, K))
-        row += n
-        iters += em_theta(indptr, indices, data, beta_t, alpha, THETA_TOL, THETA_MAX_ITER,
-                          theta, warm)
-        loglik += em_expected_counts(indptr, indices, data, beta_t, theta, out)
-        tokens += float(data.sum())
-        thetas.append(theta.astype(np.float32))
-    tmp = f"{theta_out}.partial-{uuid.uuid4().hex[:8]}.npy"
-    np.save(tmp, np.concatenate(thetas) if thetas else np.zeros((0, K), np.float32))
-    os.replace(tmp, theta_out)
-    return out, loglik, tokens, iters
+    loglik = em_expected_counts(docs.indptr, docs.indices, docs.data, beta_t, th, out)
+    log_prior = alpha * float(np.log(th).sum())
+    return th, (out, loglik, log_prior, docs.tokens, int(iters))
 
 
-def _add(*parts: tuple[np.ndarray, float, float, int]) -> tuple[np.ndarray, float, float, int]:
+def _estep_read(chunks: list[Any], vocab: list[str], beta_path: str, alpha: float
+                ) -> tuple[_Summary, int]:
+    """E-step of a partition read now (the full pass' partitions outside the sample), from
+    uniform θ; returns its summary and its number of documents."""
+    docs = _docs_of(chunks, vocab)
+    return _estep(docs, None, beta_path, alpha)[1], docs.n_docs
+
+
+def _add(*parts: _Summary) -> _Summary:
     out = parts[0][0].copy()
     for p in parts[1:]:
         out += p[0]
-    return (out, sum(p[1] for p in parts), sum(p[2] for p in parts),
-            sum(p[3] for p in parts))
+    return (out, *(type(parts[0][i])(sum(p[i] for p in parts)) for i in range(1, 5)))
+
+
+def _summary(x: tuple[_Summary, int]) -> _Summary:
+    return x[0]
+
+
+def _n_docs(x: tuple[_Summary, int]) -> int:
+    return x[1]
+
+
+# ----------------------------------------------------------------------------- client side
+
+
+def _part_weights(corpus: Any) -> np.ndarray:
+    """Estimated size of each partition (P,): its share of its source's range (bytes, rows
+    or members) times the source's bytes on disk."""
+    extent: dict[Any, int] = {}
+    for p in corpus.parts:
+        extent[p.source] = max(extent.get(p.source, 0), p.stop)
+    return np.array([p.source.size * (p.stop - p.start) / max(extent[p.source], 1)
+                     for p in corpus.parts], dtype=np.float64)
+
+
+def _persist(items: Any, progress: bool, label: str) -> Any:
+    """``dask.persist`` of ``items`` (on the active client, else the local scheduler), with
+    a progress bar when asked."""
+    import sys
+
+    import dask
+
+    from .cluster import current_client
+
+    client = current_client()
+    if progress:
+        print(f"{label}:", file=sys.stderr, flush=True)
+    if client is not None:
+        (out,) = dask.persist(items)
+        if progress:
+            from distributed import progress as dprogress
+
+            dprogress(out, notebook=False)
+        return out
+    if progress:
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar(out=sys.stderr):
+            (out,) = dask.persist(items)
+        return out
+    (out,) = dask.persist(items)
+    return out
+
+
+def _batch_size(weight: np.ndarray, taken: int, tokens: float, target: float) -> int:
+    """Partitions to read next (in ``weight``'s order, from ``taken``) to reach ``target``
+    tokens: one per worker first, then as many as the tokens per unit of weight read so far
+    predict."""
+    from .cluster import n_workers
+
+    left = weight.size - taken
+    if taken == 0:
+        return min(left, max(2, n_workers()))
+    rate = tokens / max(float(weight[:taken].sum()), 1e-300)
+    need = (target - tokens) / max(rate, 1e-300)
+    return int(min(left, np.searchsorted(np.cumsum(weight[taken:]), need) + 1))
+
+
+def _cache_sample(corpus: Any, vocab_d: Any, sample_tokens: float, seed: int,
+                  progress: bool) -> tuple[np.ndarray, list[Any], np.ndarray]:
+    """Read whole partitions, in an order random under ``seed``, until ``sample_tokens``
+    tokens; each is tokenised once and persisted as :class:`_Docs`.
+
+    Returns
+    -------
+    taken : ndarray of int, shape (P_s,)
+        Indices of the sampled partitions in ``corpus.parts``.
+    docs : list of P_s persisted delayed :class:`_Docs`
+    sizes : ndarray of shape (P_s, 2)
+        Documents and tokens of each.
+    """
+    from dask import delayed
+
+    from .cluster import compute
+
+    order = np.random.default_rng(seed).permutation(corpus.npartitions)
+    weight = _part_weights(corpus)[order]
+    docs: list[Any] = []
+    sizes = np.zeros((0, 2))
+    while len(docs) < order.size and sizes[:, 1].sum() < sample_tokens:
+        m = _batch_size(weight, len(docs), float(sizes[:, 1].sum()), sample_tokens)
+        sub = corpus.subset(order[len(docs):len(docs) + m])
+        new = [delayed(_docs_of, pure=True)(p, vocab_d) for p in sub.to_bag().to_delayed()]
+        new = _persist(new, progress, "refine: reading the sample")
+        (got,) = compute([delayed(_sizes, pure=True)(d) for d in new], progress=False)
+        sizes = np.vstack([sizes, np.asarray(got, dtype=np.float64).reshape(-1, 2)])
+        docs += new
+    return order[:len(docs)], docs, sizes
+
+
+class _Topics:
+    """The current topics (K×V) and the scratch file that carries them to the workers."""
+
+    def __init__(self, beta: np.ndarray, work: str) -> None:
+        self.beta, self.work, self.version = beta, work, 0
+
+    def publish(self) -> str:
+        """Write βᵀ (V×K) for the workers; returns the path."""
+        self.version += 1
+        path = os.path.join(self.work, f"beta-{self.version}.npy")
+        tmp = f"{path}.partial-{uuid.uuid4().hex[:8]}.npy"
+        np.save(tmp, np.ascontiguousarray(self.beta.T))
+        os.replace(tmp, path)
+        old = os.path.join(self.work, f"beta-{self.version - 2}.npy")
+        if os.path.exists(old):
+            os.remove(old)
+        return path
+
+    def m_step(self, total: _Summary, eta: float) -> tuple[float, float]:
+        """β ← (N + η) / (N_k + Vη) from the summed E-step; returns (log-likelihood,
+        objective) per token, both at the topics the E-step used."""
+        counts_t, loglik, log_prior, tokens, _ = total
+        V = self.beta.shape[1]
+        prior = eta * float(np.log(self.beta).sum())
+        N = counts_t.T * self.beta  # K×V expected counts
+        self.totals = N.sum(axis=1)
+        self.beta = (N + eta) / (self.totals + V * eta)[:, None]
+        t = max(tokens, 1.0)
+        return loglik / t, (loglik + log_prior + prior) / t
+
+
+def _em_on_sample(topics: _Topics, docs: list[Any], *, passes: int | None, max_passes: int,
+                  tol: float, alpha: float, eta: float, result: RefineResult,
+                  progress: bool) -> list[Any]:
+    """EM passes over the cached sample until the objective converges (or ``passes``);
+    records them in ``result``; returns the last pass' persisted θ per partition."""
+    from dask import delayed
+
+    from .cluster import compute
+    from .cooccurrence import _tree
+
+    thetas: list[Any] = [None] * len(docs)
+    n = passes if passes is not None else max_passes
+    for it in range(n):
+        t0 = time.perf_counter()
+        path = topics.publish()
+        outs = [delayed(_estep, nout=2, pure=True)(d, th, path, float(alpha))
+                for d, th in zip(docs, thetas)]
+        thetas, total = _persist(([o[0] for o in outs], _tree(_add, [o[1] for o in outs])),
+                                 progress, f"refine pass {it + 1}")
+        (total,) = compute(total, progress=False)
+        ll, obj = topics.m_step(total, eta)
+        result.loglik_per_token.append(float(ll))
+        result.objective_per_token.append(float(obj))
+        result.theta_iterations.append(int(total[4]))
+        result.seconds.append(time.perf_counter() - t0)
+        result.passes = it + 1
+        f = result.objective_per_token
+        result.converged = len(f) > 1 and (f[-1] - f[-2]) < tol * abs(f[-1])
+        if passes is None and result.converged:
+            break
+    return thetas
+
+
+def _full_pass(topics: _Topics, corpus: Any, taken: np.ndarray, docs: list[Any],
+               thetas: list[Any], vocab_d: Any, alpha: float, eta: float,
+               progress: bool) -> tuple[float, float, int]:
+    """E-step of every document with the current topics (the sample from its cache and
+    warm θ, the other partitions read now), then the M-step over the whole corpus. Returns
+    the log-likelihood per token, the tokens and the documents."""
+    from dask import delayed
+
+    from .cluster import compute
+    from .cooccurrence import _tree
+
+    path = topics.publish()
+    cached = [delayed(_estep, nout=2, pure=True)(d, th, path, float(alpha))[1]
+              for d, th in zip(docs, thetas)]
+    rest = corpus.subset(np.setdiff1d(np.arange(corpus.npartitions), taken))
+    read = [delayed(_estep_read, pure=True)(p, vocab_d, path, float(alpha))
+            for p in rest.to_bag().to_delayed()]
+    summaries = cached + [delayed(_summary, pure=True)(r) for r in read]
+    n_rest = delayed(sum)([delayed(_n_docs, pure=True)(r) for r in read])
+    total, n_rest = compute(_tree(_add, summaries), n_rest, progress=progress,
+                            label="refine: full pass")
+    ll, _ = topics.m_step(total, eta)
+    return ll, total[3], int(n_rest)
+
+
+def _check(passes: int | None, max_passes: int, tol: float, sample_tokens: int | None,
+           alpha: float, eta: float) -> None:
+    def count(x: Any) -> bool:
+        return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 1
+
+    if passes is not None and not count(passes):
+        raise ValueError(f"passes={passes!r}: must be an integer >= 1, or None (until EM "
+                         "converges)")
+    if not count(max_passes):
+        raise ValueError(f"max_passes={max_passes!r}: must be an integer >= 1")
+    if not tol >= 0:
+        raise ValueError(f"tol={tol!r}: must be >= 0")
+    if sample_tokens is not None and not count(sample_tokens):
+        raise ValueError(f"sample_tokens={sample_tokens!r}: must be an integer >= 1, or None "
+                         "(the whole corpus)")
+    if not alpha > 0 or not eta > 0:
+        raise ValueError(f"alpha={alpha!r}, eta={eta!r}: must be positive")
+
+
+def _start(components: np.ndarray, V: int) -> np.ndarray:
+    """The starting topics (K×V), every entry raised by ``START_FLOOR`` and rows
+    renormalised: a word with β = 0 in every topic still has a finite likelihood, and the
+    objective's log β is finite from the first pass. Negative entries are an error."""
+    beta = np.asarray(components, dtype=np.float64)
+    if beta.ndim != 2 or not np.isfinite(beta).all() or (beta < 0).any():
+        raise ValueError("components must be a finite, non-negative K×V matrix")
+    beta = beta + START_FLOOR
+    return beta / beta.sum(axis=1, keepdims=True)
 
 
 def refine_topics(
@@ -119,29 +437,51 @@ def refine_topics(
     corpus: Any,
     vocab: list[str],
     *,
-    passes: int = 3,
+    passes: int | None = None,
+    max_passes: int = MAX_PASSES,
+    tol: float = TOL,
+    sample_tokens: int | None = SAMPLE_TOKENS,
     alpha: float = ALPHA,
     eta: float = ETA,
+    seed: int = 0,
     scratch: str | None = None,
     progress: bool = False,
 ) -> RefineResult:
-    """EM passes over ``corpus`` from the topics ``components``.
+    """EM from the topics ``components`` on a cached sample of ``corpus``, then one full pass.
 
     Parameters
     ----------
     components : ndarray of shape (K, V)
-        Starting topics (rows sum to 1), e.g. an anchor-word model's ``components_``.
+        Starting topics (rows sum to 1), e.g. an anchor-word model's ``components_``. Words
+        whose column is the same in every topic (e.g. their unigram probability) carry no
+        topic information; EM gives them rows by fold-in.
     corpus : path, list of paths or :class:`~streamtopic.corpus.Corpus`
-        The training documents, read in one streaming pass per EM pass; tokens outside
-        ``vocab`` are ignored.
+        The training documents; tokens outside ``vocab`` are ignored.
     vocab : list of str
         The V words of ``components``.
-    passes : int
-        EM passes (>= 1).
+    passes : int, optional
+        Exactly this many EM passes on the sample (the papers' experiments). Default: until
+        the objective per token changes by less than ``tol`` (relative) from one pass to the
+        next, at most ``max_passes``.
+    max_passes : int
+        Cap on the passes when ``passes`` is None.
+    tol : float
+        Relative change of the objective per token (log-likelihood plus the priors) below
+        which EM stops. The default, 1e-4, was chosen on KOS and 20 Newsgroups from their
+        spectral topics: it keeps 90-99% of the held-out likelihood gained by 100 passes, in
+        21-48 passes (see ``TOL``).
+    sample_tokens : int or None
+        In-vocabulary tokens of the cached sample (whole partitions, drawn at random under
+        ``seed``); memory ≈ 12 bytes per distinct (document, word) plus 8K bytes per
+        document. None: the whole corpus. The default, 10M, keeps a 100M-token corpus'
+        refinement within twice its ingest time (``benchmarks/refinement.py``).
     alpha, eta : float
         Pseudo-counts of θ (per topic) and of the topics (per word).
+    seed : int
+        Seed of the sample's partitions.
     scratch : str, optional
-        Directory for the topics the workers read (default: a temporary directory).
+        Directory for the topics the workers read (default: a temporary directory); shared
+        by the workers on a cluster.
     progress : bool
         Show a progress bar per pass.
 
@@ -149,60 +489,44 @@ def refine_topics(
     -------
     RefineResult
     """
-    import tempfile
-
-    import zarr
     from dask import delayed
 
-    from .cluster import compute
-    from .cooccurrence import _tree
     from .corpus import Corpus, read_corpus
 
-    if not isinstance(passes, (int, np.integer)) or isinstance(passes, bool) or passes < 1:
-        raise ValueError(f"passes={passes!r}: must be an integer >= 1")
-    if not alpha > 0 or not eta > 0:
-        raise ValueError(f"alpha={alpha!r}, eta={eta!r}: must be positive")
-    beta = np.asarray(components, dtype=np.float64)
-    K, V = beta.shape
+    _check(passes, max_passes, tol, sample_tokens, alpha, eta)
+    beta = np.asarray(components)
+    K, V = beta.shape if beta.ndim == 2 else (0, -1)
     if len(vocab) != V:
         raise ValueError(f"vocab has {len(vocab)} words; components have {V} columns")
     c = corpus if isinstance(corpus, Corpus) else read_corpus(corpus)
-    own = scratch is None
-    work = tempfile.mkdtemp(prefix="streamtopic-refine-") if own else os.path.join(
-        scratch, f"refine-{uuid.uuid4().hex[:8]}")
-    os.makedirs(work, exist_ok=True)
     vocab_d = delayed(list(vocab), pure=True, traverse=False)
-    result = RefineResult(beta, np.full(K, 1.0 / K))
-    chunks_d = c.to_bag().to_delayed()
+    if scratch is not None:
+        os.makedirs(scratch, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="refine-", dir=scratch)
+    result = RefineResult(_start(beta, V), np.full(K, 1.0 / K), partitions=c.npartitions)
     try:
-        for it in range(passes):
+        t0 = time.perf_counter()
+        goal = float("inf") if sample_tokens is None else float(sample_tokens)
+        taken, docs, sizes = _cache_sample(c, vocab_d, goal, seed, progress)
+        result.read_seconds = time.perf_counter() - t0
+        result.sample_partitions, result.sample_partition_indices = int(taken.size), taken
+        result.sample_docs, result.sample_tokens = (int(x) for x in sizes.sum(axis=0))
+        if result.sample_tokens == 0:
+            raise ValueError("the corpus has no token in the vocabulary")
+        topics = _Topics(result.components, work)
+        thetas = _em_on_sample(topics, docs, passes=passes, max_passes=max_passes, tol=tol,
+                               alpha=alpha, eta=eta, result=result, progress=progress)
+        result.corpus_docs, result.corpus_tokens = result.sample_docs, result.sample_tokens
+        if taken.size < c.npartitions:
             t0 = time.perf_counter()
-            path = os.path.join(work, f"beta-{it}")
-            zarr.create_array(path, shape=(V, K), chunks=(V, K), dtype="f8")[:] = beta.T
-            parts = [
-                delayed(_partition_counts, pure=True)(
-                    p, path, vocab_d, float(alpha),
-                    os.path.join(work, f"theta-{it - 1}-{i}.npy") if it else None,
-                    os.path.join(work, f"theta-{it}-{i}.npy"),
-                )
-                for i, p in enumerate(chunks_d)
-            ]
-            ((counts_t, loglik, tokens, iters),) = compute(
-                _tree(_add, parts), progress=progress, label=f"refine pass {it + 1}/{passes}")
-            result.theta_iterations.append(int(iters))
-            N = counts_t.T * beta  # K×V expected counts
-            totals = N.sum(axis=1)
-            beta = (N + eta) / (totals + V * eta)[:, None]
-            result.loglik_per_token.append(float(loglik / max(tokens, 1.0)))
-            result.seconds.append(time.perf_counter() - t0)
-            result.prevalence = totals / max(totals.sum(), 1e-300)
-            shutil.rmtree(path, ignore_errors=True)
-            for i in range(len(chunks_d) if it else 0):  # the previous pass' θ
-                try:
-                    os.remove(os.path.join(work, f"theta-{it - 1}-{i}.npy"))
-                except FileNotFoundError:
-                    pass
+            ll, tokens, n_rest = _full_pass(topics, c, taken, docs, thetas, vocab_d, alpha,
+                                            eta, progress)
+            result.full_pass, result.full_pass_loglik_per_token = True, float(ll)
+            result.corpus_tokens = int(tokens)
+            result.corpus_docs = result.sample_docs + n_rest
+            result.full_pass_seconds = time.perf_counter() - t0
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    result.components = beta
+    result.components, result.topic_tokens = topics.beta, topics.totals
+    result.prevalence = topics.totals / max(float(topics.totals.sum()), 1e-300)
     return result

@@ -625,6 +625,55 @@ class CooccurrenceStore:
         return read_array_dense(head, scale=scale, block_versions=bv, root=self.path,
                                 threads=threads)
 
+    def read_submatrix(self, ids: np.ndarray, *, threads: int | None = None) -> np.ndarray:
+        """Q restricted to the words ``ids``: Q[ids][:, ids] (n×n float64, the sum divided by
+        ``n_docs``), read into memory.
+
+        Only the blocks on and above the diagonal that hold both a row and a column of
+        ``ids`` are read, in parallel; each gives its part of the result and the transposed
+        part below the diagonal. For a store whose vocabulary is ordered by document
+        frequency, the most frequent n words are the leading n×n corner: (n/c)²/2 blocks.
+
+        Parameters
+        ----------
+        ids : ndarray of shape (n,)
+            Sorted, distinct word ids.
+
+        Returns
+        -------
+        ndarray of shape (n, n)
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        from .cluster import usable_cores
+
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.ndim != 1 or np.any(np.diff(ids) <= 0) or (
+                ids.size and (ids[0] < 0 or ids[-1] >= self.V)):
+            raise ValueError("ids: must be sorted, distinct word ids of the store")
+        n, c = ids.size, self.chunk_size
+        out = np.zeros((n, n))
+        if n == 0 or self.n_docs == 0:
+            return out
+        src = QBlocks.from_store(self)
+        # positions in ``ids`` of each block's words: block b holds ids[bounds[b]:bounds[b+1]]
+        bounds = np.searchsorted(ids, np.arange(src.n_blocks + 1) * c)
+        wanted = [b for b in range(src.n_blocks) if bounds[b + 1] > bounds[b]]
+
+        def job(ij: tuple[int, int]) -> None:
+            i, j = ij
+            ri, rj = slice(bounds[i], bounds[i + 1]), slice(bounds[j], bounds[j + 1])
+            block = src.block(i, j)
+            part = block[np.ix_(ids[ri] - i * c, ids[rj] - j * c)]
+            out[ri, rj] = part
+            if i != j:
+                out[rj, ri] = part.T
+
+        pairs = [(i, j) for k, i in enumerate(wanted) for j in wanted[k:]]
+        with ThreadPoolExecutor(max(1, min(threads or usable_cores(), len(pairs)))) as pool:
+            list(pool.map(job, pairs))
+        return out
+
     def q_bytes(self) -> int:
         """Bytes on disk of the blocks of Q the head reads (what one pass over Q reads)."""
         total = 0

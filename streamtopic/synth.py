@@ -129,11 +129,12 @@ def _unit_rng(root: np.random.SeedSequence, unit: int) -> np.random.Generator:
 
 
 def default_vocab(n_words: int) -> list[str]:
-    """Tokenizer-safe names of ``n_words`` words: ``w00000``, ``w00001``, ….
+    """Tokenizer-safe names of ``n_words`` words: ``xaaaa``, ``xaaab``, …, ``xaaba``, ….
 
-    The width is at least 5 digits and grows with ``n_words``, so every name has at least
-    6 characters and matches the default token pattern ``(?u)\\b\\w\\w+\\b`` as one token.
-    The list is in lexicographic order.
+    Word ``i`` is ``x`` and ``i`` in base 26 written with the letters ``a``-``z``, at least 4
+    of them (more as ``n_words`` grows past 26⁴). Every name is letters only, 5 to 15 of
+    them, and no English stop word starts with ``x``, so the default tokenizer reads each
+    name back as one token. The list is in lexicographic order.
 
     Returns
     -------
@@ -141,9 +142,15 @@ def default_vocab(n_words: int) -> list[str]:
     """
     if n_words < 0:
         raise ValueError(f"n_words={n_words!r}: must be >= 0")
-    width = max(5, len(str(max(n_words - 1, 0))))
-    digits = np.char.zfill(np.arange(n_words).astype(str), width)
-    return np.char.add("w", digits).tolist() if n_words else []
+    width = 4
+    while 26**width < n_words:
+        width += 1
+    codes = np.full((n_words, 1 + width), ord("x"), dtype=np.uint8)
+    index = np.arange(n_words, dtype=np.int64)
+    for column in range(width, 0, -1):
+        codes[:, column] = ord("a") + index % 26
+        index //= 26
+    return codes.view(f"S{1 + width}").ravel().astype(str).tolist()
 
 
 def dirichlet_topics_with_anchors(
@@ -979,7 +986,7 @@ def _check_vocab(vocab: Sequence[str] | None, V: int, fmt: str) -> list[str]:
         if Tokenizer()(" ".join(terms)) != terms:
             raise ValueError(
                 f"format={fmt!r} needs terms that the default tokenizer reads back unchanged: "
-                r"lowercase, 2+ word characters each, matching (?u)\b\w\w+\b"
+                "lowercase, 2 to 15 letters each, no English stop word"
             )
     return terms
 
@@ -1242,7 +1249,8 @@ def write_corpus(
     ``text``
         One document per line, each token its term, tokens shuffled (deterministically,
         by the seed) within the document; ``.gz`` paths are gzipped. Terms must survive
-        the default tokenizer unchanged (lowercase, 2+ word characters). Read it back with
+        the default tokenizer unchanged (lowercase, 2 to 15 letters, no English stop
+        word), as :func:`default_vocab`'s do. Read it back with
         ``format='text'``: a corpus whose terms are all digits could look like UCI to
         format detection.
 

@@ -1,9 +1,24 @@
 """Tokenisation and the streaming vocabulary pass.
 
-Tokenisation follows scikit-learn's ``CountVectorizer`` conventions (lowercase, token pattern
-``(?u)\\b\\w\\w+\\b``, optional stop words); pruning follows gensim's
-``Dictionary.filter_extremes`` (``min_df`` documents, ``max_df`` fraction of documents, then the
-``keep_n`` terms of highest document frequency).
+Tokenisation (:class:`Tokenizer`) by default:
+
+* drops lines that look like encoded binary: a run of 30 or more printable ASCII characters
+  without a space (base64, BinHex, PGP signatures, long URLs and rulers), or a uuencoded line;
+* drops e-mail addresses, message ids, URLs and reply attribution lines ("In article <id>",
+  lines ending in "writes:" or "wrote:"), which would give tokens such as ``edu``, ``com``
+  and the names of mail hosts;
+* lowercases and keeps the maximal runs of word characters that consist of 2 to 15 letters
+  (pattern ``(?u)\\b[^\\W\\d_]{2,15}\\b``): numbers and tokens that mix letters with digits or
+  underscores (``a86``, ``w7``, ``c_``) give no token at all, and neither do longer runs;
+* removes scikit-learn's English stop words.
+
+This follows gensim's ``simple_preprocess`` (alphabetic tokens of 2 to 15 characters) and
+MALLET (letters only), except that a letter run glued to a digit is dropped rather than cut.
+Stores built before these defaults record ``(?u)\\b\\w\\w+\\b`` (scikit-learn's pattern) and no
+stop words or dropping, and keep being read that way (:meth:`Tokenizer.from_config`).
+
+Pruning follows gensim's ``Dictionary.filter_extremes`` (``min_df`` documents, ``max_df``
+fraction of documents, then the ``keep_n`` terms of highest document frequency).
 """
 
 from __future__ import annotations
@@ -20,15 +35,70 @@ import numpy as np
 from ._stopwords import ENGLISH_STOP_WORDS
 
 __all__ = [
-    "ENGLISH_STOP_WORDS",
     "DEFAULT_TOKEN_PATTERN",
-    "Tokenizer",
+    "ENGLISH_STOP_WORDS",
+    "LEGACY_TOKEN_PATTERN",
     "TermStats",
+    "Tokenizer",
     "Vocabulary",
     "read_vocab_file",
 ]
 
-DEFAULT_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+DEFAULT_TOKEN_PATTERN = r"(?u)\b[^\W\d_]{2,15}\b"
+"""Maximal runs of word characters made of 2 to 15 letters (no digit, no underscore)."""
+
+LEGACY_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+"""scikit-learn's pattern, the default before the letters-only one (and of old stores)."""
+
+# The default pattern on ASCII text (``str.isascii`` is O(1)): the same matches, several times
+# faster than the Unicode classes. Tokenising is the ingest's hot loop.
+_ASCII_DEFAULT = re.compile(r"\b[A-Za-z]{2,15}\b", re.ASCII)
+
+# Encoded binary, one line at a time (every pattern starts with a literal newline, which the
+# regex engine finds fast). A line is dropped if it is one run of 30 or more printable ASCII
+# characters without a space (base64, BinHex, xxencode, PGP armour, long URLs, rulers), or a
+# uuencoded line: "M" and 40-60 characters of the uuencode alphabet (space to backquote: no
+# lowercase letter), one of them a symbol rare in text, after optional quote marks.
+_ENCODED_LINE = re.compile(
+    r"\n(?:[ \t]*[!-~]{30,}|(?:[>:|] ?)*M(?=[ -`]*[#%*+<=>@\[\\\]^_`])[ -`]{40,60})"
+    r"[ \t]*(?=\r?\n|\Z)"
+)
+# E-mail addresses and message ids: the local part before "@" is matched on the reversed
+# text (so that the pattern starts with the literal "@"), then "@domain" on the text.
+_LOCAL_PART_REVERSED = re.compile(r"@[\w.+%=!$-]+")
+_AT_DOMAIN = re.compile(r"@[\w-]+(?:\.[\w-]+)*")
+_URL = re.compile(r"\b(?:[A-Za-z][\w+.-]*://|www\.)\S*")
+# Reply attribution: "In article <message-id>", and (on the reversed text) a line that ends
+# in "writes:" or "wrote:".
+_IN_ARTICLE = re.compile(r"In article\s*<[^>\s]*>")
+_WRITES_LINE_REVERSED = re.compile(r"\n\r?[ \t]*:(?:setirw|etorw)\b[^\n]*")
+
+
+def _drop_encoded(text: str) -> str:
+    """``text`` without the lines that look like encoded binary (see the module docstring),
+    and with a newline in front (the patterns start with the newline before a line)."""
+    return _ENCODED_LINE.sub("\n", "\n" + text)
+
+
+def _drop_addresses(text: str) -> str:
+    """``text`` without e-mail addresses, message ids, URLs and reply attribution lines.
+
+    Each rule runs only if a substring it needs occurs (``in`` is fast), so text without
+    any of them costs almost nothing.
+    """
+    if "In article" in text:
+        text = _IN_ARTICLE.sub(" ", text)
+    reverse = "writes:" in text or "wrote:" in text
+    if reverse or "@" in text:
+        rev = (text + "\n")[::-1]
+        if reverse:
+            rev = _WRITES_LINE_REVERSED.sub("\n", rev)
+        text = _LOCAL_PART_REVERSED.sub("@", rev)[::-1]
+        if "@" in text:
+            text = _AT_DOMAIN.sub(" ", text)
+    if "://" in text or "www." in text:
+        text = _URL.sub(" ", text)
+    return text
 
 
 def read_vocab_file(path: str | os.PathLike[str]) -> list[str]:
@@ -68,11 +138,11 @@ def read_vocab_file(path: str | os.PathLike[str]) -> list[str]:
 
 
 def _resolve_stop_words(stop_words: str | Iterable[str] | None) -> frozenset[str]:
-    if stop_words is None or stop_words == "none":
-        return frozenset()
+    if stop_words is None or stop_words == "english":
+        return ENGLISH_STOP_WORDS
     if isinstance(stop_words, str):
-        if stop_words == "english":
-            return ENGLISH_STOP_WORDS
+        if stop_words == "none":
+            return frozenset()
         if os.path.isfile(stop_words):
             with open(stop_words, encoding="utf-8") as fh:
                 return frozenset(w.strip().lower() for w in fh if w.strip())
@@ -84,33 +154,51 @@ def _resolve_stop_words(stop_words: str | Iterable[str] | None) -> frozenset[str
 
 @dataclass(frozen=True)
 class Tokenizer:
-    """Split text into tokens, scikit-learn style.
+    """Split text into tokens: the defaults suit topic models of English text.
+
+    The steps, in order: drop lines of encoded binary (``drop_encoded``), drop e-mail
+    addresses, URLs and reply attribution lines (``drop_addresses``), lowercase, take the
+    matches of ``token_pattern`` (or call ``analyzer``), remove stop words. The module
+    docstring describes each rule.
 
     Parameters
     ----------
     lowercase : bool
         Lowercase the text before matching.
     token_pattern : str
-        Regular expression whose matches are the tokens (default: words of 2+ characters).
+        Regular expression whose matches are the tokens. The default,
+        :data:`DEFAULT_TOKEN_PATTERN`, keeps maximal runs of 2 to 15 letters, so numbers and
+        letter-digit mixtures give no token; :data:`LEGACY_TOKEN_PATTERN` is scikit-learn's
+        ``(?u)\\b\\w\\w+\\b``.
     stop_words : {'english', 'none'}, path, iterable of str or None
-        Tokens to drop: scikit-learn's English list, the words of a file (one per line), or
-        an explicit collection.
+        Tokens to drop: scikit-learn's English list (the default; ``None`` means the default
+        too), nothing (``'none'``), the words of a file (one per line), or an explicit
+        collection.
     analyzer : callable, optional
         A user function ``str -> list[str]`` that replaces lowercasing and the pattern
-        (stop words are still removed). It must be picklable (a module-level function) to run
-        on process-based schedulers.
+        (addresses, encoded lines and stop words are still removed). It must be picklable (a
+        module-level function) to run on process-based schedulers.
+    drop_encoded : bool
+        Drop lines that look like encoded binary (uuencode, base64, BinHex, PGP armour).
+    drop_addresses : bool
+        Drop e-mail addresses, message ids, URLs and reply attribution lines.
     """
 
     lowercase: bool = True
     token_pattern: str = DEFAULT_TOKEN_PATTERN
-    stop_words: str | tuple[str, ...] | None = None
+    stop_words: str | tuple[str, ...] | None = "english"
     analyzer: Callable[[str], list[str]] | None = None
+    drop_encoded: bool = True
+    drop_addresses: bool = True
     _stops: frozenset[str] = field(init=False, repr=False, compare=False)
     _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _ascii_regex: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         sw = self.stop_words
-        if sw is not None and not isinstance(sw, str):
+        if sw is None:
+            object.__setattr__(self, "stop_words", "english")
+        elif not isinstance(sw, str):
             object.__setattr__(self, "stop_words", tuple(sorted(sw)))
         object.__setattr__(self, "_stops", _resolve_stop_words(self.stop_words))
         try:
@@ -118,15 +206,22 @@ class Tokenizer:
         except re.error as exc:
             raise ValueError(f"token_pattern={self.token_pattern!r} is not a valid regex: {exc}")
         object.__setattr__(self, "_regex", regex)
+        fast = _ASCII_DEFAULT if self.token_pattern == DEFAULT_TOKEN_PATTERN else None
+        object.__setattr__(self, "_ascii_regex", fast)
 
     def __call__(self, text: str) -> list[str]:
         """Return the tokens of ``text`` in order."""
+        if self.drop_encoded:  # first: an "@" inside an encoded line is no address
+            text = _drop_encoded(text)
+        if self.drop_addresses:
+            text = _drop_addresses(text)
         if self.analyzer is not None:
             tokens = list(self.analyzer(text))
         else:
             if self.lowercase:
                 text = text.lower()
-            tokens = self._regex.findall(text)
+            fast = self._ascii_regex
+            tokens = (fast if fast is not None and text.isascii() else self._regex).findall(text)
         if self._stops:
             stops = self._stops
             tokens = [t for t in tokens if t not in stops]
@@ -142,16 +237,25 @@ class Tokenizer:
             "analyzer": None if self.analyzer is None else getattr(
                 self.analyzer, "__qualname__", repr(self.analyzer)
             ),
+            "drop_encoded": self.drop_encoded,
+            "drop_addresses": self.drop_addresses,
         }
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> Tokenizer:
-        """Rebuild a tokenizer from :meth:`config` (a user analyzer cannot be rebuilt)."""
+        """Rebuild a tokenizer from :meth:`config` (a user analyzer cannot be rebuilt).
+
+        A setting that ``cfg`` lacks takes its value from before it existed, so a store
+        written by an older version keeps being read as it was built: scikit-learn's
+        pattern, no stop words (a stored ``None``), nothing dropped.
+        """
         sw = cfg.get("stop_words")
         return cls(
             lowercase=bool(cfg.get("lowercase", True)),
-            token_pattern=cfg.get("token_pattern", DEFAULT_TOKEN_PATTERN),
-            stop_words=tuple(sw) if isinstance(sw, list) else sw,
+            token_pattern=cfg.get("token_pattern", LEGACY_TOKEN_PATTERN),
+            stop_words="none" if sw is None else tuple(sw) if isinstance(sw, list) else sw,
+            drop_encoded=bool(cfg.get("drop_encoded", False)),
+            drop_addresses=bool(cfg.get("drop_addresses", False)),
         )
 
 

@@ -84,10 +84,10 @@ def test_tar_members_read_in_archive_order(tmp_path):
 
 
 def test_undecodable_bytes_replaced_and_counted(tmp_path):
-    (tmp_path / "bad.txt").write_bytes(b"caf\xe9 ok\nfine words\n\xff\xfe here\n")
+    (tmp_path / "bad.txt").write_bytes(b"caf\xe9 ok\nfine words\n\xff\xfe yonder\n")
     chunks = list(st.read_corpus(str(tmp_path / "bad.txt")).iter_chunks())
     assert sum(c.n_replaced for c in chunks) == 3
-    assert "caf" in chunks[0].terms and "here" in chunks[0].terms
+    assert "caf" in chunks[0].terms and "yonder" in chunks[0].terms
 
 
 def test_bundled_corpus_is_kos():
@@ -106,7 +106,7 @@ def test_unknown_format_rejected(tmp_path):
 
 def test_strip_headers_drops_the_leading_header_block(tmp_path):
     docs = {
-        "a": "From: alice@example.org\nSubject: hdrone\nLines: 2\n\nbody words\n\nmore body\n",
+        "a": "From: alice@example.org\nSubject: hdrone\nLines: 2\n\nbody words\n\nextra body\n",
         "b": "Organization: hdrtwo\r\nSubject: hdrthree\r\n\r\nbody crlf\r\n",
         "c": "noblank line here\nsecond line words\n",  # no empty line: kept whole
     }
@@ -118,8 +118,8 @@ def test_strip_headers_drops_the_leading_header_block(tmp_path):
         for n in docs:
             tf.add(src / "grp" / n, arcname=f"train/grp/{n}")
 
-    def words(path, strip):
-        corpus = st.read_corpus(str(path), strip_headers=strip)
+    def words(path, strip, keep_subject=True):
+        corpus = st.read_corpus(str(path), strip_headers=strip, keep_subject=keep_subject)
         assert all(s.strip_headers == strip for s in corpus.sources)
         out = []
         for ch in corpus.iter_chunks():
@@ -129,11 +129,13 @@ def test_strip_headers_drops_the_leading_header_block(tmp_path):
 
     for path in (src, tmp_path / "t.tar.gz"):
         kept = words(path, False)
-        assert "hdrone" in kept[0] and "alice" in kept[0] and "hdrthree" in kept[1]
-        a, b, c = words(path, True)
-        assert a == {"body": 2, "words": 1, "more": 1}  # an empty line in the body stays body
+        assert "hdrone" in kept[0] and "lines" in kept[0] and "hdrthree" in kept[1]
+        a, b, c = words(path, True, keep_subject=False)
+        assert a == {"body": 2, "words": 1, "extra": 1}  # an empty line in the body stays body
         assert b == {"body": 1, "crlf": 1}
         assert c == kept[2] and c["noblank"] == 1
+        # the default keeps the Subject's text
+        assert words(path, True)[:2] == [{**a, "hdrone": 1}, {**b, "hdrthree": 1}]
 
 
 def test_strip_headers_recorded_and_reread(tmp_path):

@@ -73,7 +73,7 @@ def test_model_transform(tmp_path):
 
     st.CooccurrenceStore.from_array(synth.population_cooccurrence(A, 0.1),
                                     synth.default_vocab(400), tmp_path / "p.zarr", n_docs=10**6)
-    m = AnchorTopicModel(5, seed=0).fit(tmp_path / "p.zarr")
+    m = AnchorTopicModel(5, method="plain", seed=0).fit(tmp_path / "p.zarr")
     H = synth.sample_documents(A, 50, alpha=0.1, doc_length=300, seed=9)
     theta = m.transform(H)
     assert theta.shape == (50, 5) and np.allclose(theta.sum(axis=1), 1.0)

@@ -16,6 +16,8 @@ from click.testing import CliRunner
 import streamtopic as st
 from streamtopic.cli import main
 from streamtopic.cooccurrence import DuplicateInputError, document_cooccurrence
+from streamtopic.synth import default_vocab
+from streamtopic.vocabulary import LEGACY_TOKEN_PATTERN, Tokenizer
 
 from ._reference import (
     count_matrix,
@@ -63,7 +65,11 @@ def test_kos_matches_dense_reference(shared_data, tmp_path):
 
 def test_20newsgroups_matches_dense_reference(shared_data, tmp_path):
     tar = shared_data / "20newsgroups" / "20news-bydate.tar.gz"
-    st.ingest(str(tar), tmp_path / "ng.zarr", keep_n=1500, progress=False)
+    # the tokenisation the reference implements: scikit-learn's pattern on whole files
+    legacy = Tokenizer(token_pattern=LEGACY_TOKEN_PATTERN, stop_words="none",
+                       drop_encoded=False, drop_addresses=False)
+    st.ingest(str(tar), tmp_path / "ng.zarr", keep_n=1500, progress=False, tokenizer=legacy,
+              strip_headers=False)
     store = st.CooccurrenceStore.open(tmp_path / "ng.zarr")
     docs = [tokenize(d) for d in read_tar_docs(str(tar))]
     assert len(docs) == 18_846
@@ -122,9 +128,9 @@ def _write_all_formats(tmp_path, docs, vocab):
 
 def test_every_format_gives_the_same_exact_q(tmp_path):
     rng = np.random.default_rng(7)
-    vocab = [f"w{i:03d}" for i in range(120)]
+    vocab = default_vocab(120)  # letters only: every word is a token
     docs = _random_docs(rng, 400, vocab)
-    docs[5] = ["w001"]  # a one-token document: skipped and counted
+    docs[5] = [vocab[1]]  # a one-token document: skipped and counted
     docs[9] = []
     paths = _write_all_formats(tmp_path, docs, vocab)
     H, terms = count_matrix(docs)
@@ -182,7 +188,7 @@ def test_gzip_text_splits_are_line_aligned(tmp_path):
 
 def _two_corpora(tmp_path):
     rng = np.random.default_rng(3)
-    vocab = [f"t{i:03d}" for i in range(80)]
+    vocab = default_vocab(80)
     a = _random_docs(rng, 300, vocab)
     b = _random_docs(rng, 200, vocab)
     b[0] = b[0] + ["brandnew", "brandnew", "unseen"]  # out of the frozen vocabulary
@@ -195,7 +201,7 @@ def _two_corpora(tmp_path):
 def test_incremental_equals_joint(tmp_path):
     pa, pb = _two_corpora(tmp_path)
     vocab_file = tmp_path / "vocab.txt"
-    vocab_file.write_text("\n".join(f"t{i:03d}" for i in range(80)) + "\n")
+    vocab_file.write_text("\n".join(default_vocab(80)) + "\n")
     st.ingest(str(pa), tmp_path / "inc.zarr", vocab=str(vocab_file), chunk_size=16,
               progress=False)
     rep = st.ingest(str(pb), tmp_path / "inc.zarr", progress=False)
@@ -216,10 +222,14 @@ def test_incremental_equals_joint(tmp_path):
 
 
 def test_update_rewrites_only_touched_blocks(tmp_path):
-    vocab = [f"v{i:02d}" for i in range(40)]
+    vocab = default_vocab(40)
     (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    (tmp_path / "a.txt").write_text("v00 v01 v30 v31\nv05 v35 v36\n")
-    (tmp_path / "b.txt").write_text("v00 v01 v02\nv03 v04\n")  # words of block 0 only
+
+    def words(*ids: int) -> str:
+        return " ".join(vocab[i] for i in ids)
+
+    (tmp_path / "a.txt").write_text(f"{words(0, 1, 30, 31)}\n{words(5, 35, 36)}\n")
+    (tmp_path / "b.txt").write_text(f"{words(0, 1, 2)}\n{words(3, 4)}\n")  # block 0 only
     st.ingest(str(tmp_path / "a.txt"), tmp_path / "s.zarr", vocab=str(tmp_path / "vocab.txt"),
               chunk_size=10, progress=False)
     before = st.CooccurrenceStore.open(tmp_path / "s.zarr")

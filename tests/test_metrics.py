@@ -23,6 +23,7 @@ from streamtopic.metrics import (
     top_word_ids,
     unique_words,
 )
+from streamtopic.synth import default_vocab
 
 # A 4-document corpus over 6 words; "fig" occurs nowhere and "zebra" is outside the vocabulary.
 VOCAB = ["apple", "banana", "cherry", "date", "elder", "fig"]
@@ -106,7 +107,7 @@ def test_coherence_random_corpus_against_dense_formula(tmp_path):
     rng = np.random.default_rng(0)
     V, D = 30, 200
     H = rng.poisson(0.3, size=(D, V))
-    vocab = [f"w{i:02d}" for i in range(V)]
+    vocab = default_vocab(V)  # letters only: every word is a token
     lines = [" ".join(np.repeat(vocab, H[d]).tolist()) for d in range(D)]
     path = tmp_path / "rand.txt"
     path.write_text("\n".join(lines) + "\n")

@@ -48,7 +48,7 @@ def test_semi_synthetic_accuracy(truth, semi_store):
     A, _ = truth
     l1 = {}
     for rec in ("l2", "kl", "original"):
-        m = AnchorTopicModel(K, recover=rec, seed=0).fit(semi_store)
+        m = AnchorTopicModel(K, method="plain", recover=rec, seed=0).fit(semi_store)
         l1[rec] = matched_l1(A, m.components_.T).mean
         assert m.n_fitted_ == V
         # every L2 row meets its gap tolerance; KL's EM may stop a few rows at max_iter
@@ -61,14 +61,14 @@ def test_semi_synthetic_accuracy(truth, semi_store):
 def test_infinite_data_recovers_planted_anchors_and_topics(truth, population_store):
     A, anchors = truth
     for kw in ({}, {"exact_anchors": True}, {"recover": "original"}):
-        m = AnchorTopicModel(K, seed=0, **kw).fit(population_store)
+        m = AnchorTopicModel(K, method="plain", seed=0, **kw).fit(population_store)
         assert sorted(m.anchors_.tolist()) == sorted(anchors.tolist()), kw
         assert matched_l1(A, m.components_.T).mean <= 0.01, kw
 
 
 def test_infinite_data_topic_cooccurrence_and_prevalence(truth, population_store):
     A, _ = truth
-    m = AnchorTopicModel(K, seed=0).fit(population_store)
+    m = AnchorTopicModel(K, method="plain", seed=0).fit(population_store)
     match = matched_l1(A, m.components_.T).matching  # true k -> learned matching[k]
     R_true = synth.dirichlet_second_moment(0.1, K)
     R_hat = m.topic_cooccurrence_[np.ix_(match, match)]
@@ -79,7 +79,7 @@ def test_infinite_data_topic_cooccurrence_and_prevalence(truth, population_store
 
 
 def test_estimator_api_and_persistence(semi_store, tmp_path):
-    m = AnchorTopicModel(K, seed=3)
+    m = AnchorTopicModel(K, method="plain", seed=3)
     assert m.fit(semi_store) is m
     assert m.components_.shape == (K, V)
     np.testing.assert_allclose(m.components_.sum(axis=1), 1.0)
@@ -101,8 +101,8 @@ def test_estimator_api_and_persistence(semi_store, tmp_path):
 
 
 def test_fit_is_deterministic_under_a_seed(semi_store):
-    a = AnchorTopicModel(K, seed=11).fit(semi_store)
-    b = AnchorTopicModel(K, seed=11).fit(semi_store)
+    a = AnchorTopicModel(K, method="plain", seed=11).fit(semi_store)
+    b = AnchorTopicModel(K, method="plain", seed=11).fit(semi_store)
     np.testing.assert_array_equal(a.anchors_, b.anchors_)
     np.testing.assert_array_equal(a.components_, b.components_)
 
@@ -111,8 +111,8 @@ def test_fit_is_deterministic_under_a_seed(semi_store):
 def test_fit_from_the_store_equals_the_fit_in_memory(semi_store, recover):
     """memory_budget=1 keeps Q in the store: the graphs' tasks read its blocks themselves
     (the cluster's path); the default holds Q in memory. The models agree."""
-    held = AnchorTopicModel(K, seed=2, recover=recover).fit(semi_store)
-    stored = AnchorTopicModel(K, seed=2, recover=recover, memory_budget=1).fit(semi_store)
+    held = AnchorTopicModel(K, method="plain", seed=2, recover=recover).fit(semi_store)
+    stored = AnchorTopicModel(K, method="plain", seed=2, recover=recover, memory_budget=1).fit(semi_store)
     np.testing.assert_array_equal(stored.anchors_, held.anchors_)
     np.testing.assert_allclose(stored.components_, held.components_, rtol=0, atol=1e-12)
     np.testing.assert_allclose(stored.topic_cooccurrence_, held.topic_cooccurrence_,
@@ -122,8 +122,8 @@ def test_fit_from_the_store_equals_the_fit_in_memory(semi_store, recover):
 def test_recovery_pieces_do_not_change_the_fit(semi_store):
     """Rows are independent problems: pieces of 37 rows (not dividing the chunks) give the
     default fit."""
-    a = AnchorTopicModel(K, seed=0).fit(semi_store)
-    b = AnchorTopicModel(K, seed=0, block_rows=37).fit(semi_store)
+    a = AnchorTopicModel(K, method="plain", seed=0).fit(semi_store)
+    b = AnchorTopicModel(K, method="plain", seed=0, block_rows=37).fit(semi_store)
     np.testing.assert_allclose(b.components_, a.components_, rtol=0, atol=1e-13)
     np.testing.assert_allclose(b.topic_cooccurrence_, a.topic_cooccurrence_, rtol=0,
                                atol=1e-13)
@@ -142,7 +142,7 @@ def test_fit_graphs_are_coarse(truth, tmp_path, caplog):
                                             n_docs=10**6, chunk_size=512)
     nb = 4
     with caplog.at_level(logging.INFO, logger="streamtopic"):
-        AnchorTopicModel(K, seed=0, memory_budget=1, block_rows=100).fit(store)
+        AnchorTopicModel(K, method="plain", seed=0, memory_budget=1, block_rows=100).fit(store)
     tasks = {m.group(1): int(m.group(2)) for m in
              (re.match(r"(\w[\w ]*): [\d.]+ s, (\d+) tasks", r.getMessage())
               for r in caplog.records) if m}
@@ -172,14 +172,14 @@ def test_passes_over_q_read_the_blocks_on_and_above_the_diagonal(truth, tmp_path
         return block(self, i, j)
 
     monkeypatch.setattr(QBlocks, "block", counted)
-    m = AnchorTopicModel(K, seed=0, memory_budget=1).fit(store)
+    m = AnchorTopicModel(K, method="plain", seed=0, memory_budget=1).fit(store)
     owners = set((m.anchors_ // 512).tolist())
     assert set(reads) == {(i, j) for i in range(nb) for j in range(i, nb)}
     for (i, j), n in reads.items():
         # sketch, products and topic-topic; plus the anchor columns' pass
         assert n == 3 + (i in owners or j in owners), (i, j, n)
     monkeypatch.setattr(QBlocks, "block", block)
-    held = AnchorTopicModel(K, seed=0).fit(store)
+    held = AnchorTopicModel(K, method="plain", seed=0).fit(store)
     np.testing.assert_allclose(m.components_, held.components_, rtol=0, atol=1e-12)
     np.testing.assert_allclose(m.topic_cooccurrence_, held.topic_cooccurrence_, rtol=0,
                                atol=1e-12)
@@ -228,7 +228,7 @@ def test_zero_rows_get_zero_mass_and_are_never_anchors(tmp_path):
     Q = synth.population_cooccurrence(A, 0.5)
     st.CooccurrenceStore.from_array(Q, [f"w{i:02d}" for i in range(40)], tmp_path / "z.zarr",
                                     n_docs=1000)
-    m = AnchorTopicModel(4, seed=0, exact_anchors=True).fit(tmp_path / "z.zarr")
+    m = AnchorTopicModel(4, method="plain", seed=0, exact_anchors=True).fit(tmp_path / "z.zarr")
     assert not {5, 17} & set(m.anchors_.tolist())
     assert (m.components_[:, [5, 17]] == 0).all()
     assert np.isfinite(m.components_).all()
@@ -236,14 +236,14 @@ def test_zero_rows_get_zero_mass_and_are_never_anchors(tmp_path):
 
 def test_bad_parameters_give_clear_errors(semi_store, tmp_path):
     with pytest.raises(ValueError, match="n_topics=1"):
-        AnchorTopicModel(1).fit(semi_store)
+        AnchorTopicModel(1, method="plain").fit(semi_store)
     with pytest.raises(ValueError, match="recover='nope'"):
-        AnchorTopicModel(5, recover="nope").fit(semi_store)
+        AnchorTopicModel(5, method="plain", recover="nope").fit(semi_store)
     with pytest.raises(ValueError, match="exceeds the .* anchor candidates"):
-        AnchorTopicModel(5, anchor_min_df=10**9).fit(semi_store)
+        AnchorTopicModel(5, method="plain", anchor_min_df=10**9).fit(semi_store)
     empty = st.CooccurrenceStore.create(tmp_path / "empty.zarr", ["aa", "bb", "cc"])
     with pytest.raises(st.StoreError, match="empty"):
-        AnchorTopicModel(2).fit(empty)
+        AnchorTopicModel(2, method="plain").fit(empty)
     (tmp_path / "junk").mkdir()
     with pytest.raises(ModelError, match="not a streamtopic model"):
         AnchorTopicModel.load(tmp_path / "junk")

@@ -56,7 +56,7 @@ def _scores(truth, m):
 def test_rectified_accuracy_small_corpus(truth, semi_10k):
     """M = 10k: rectified L1 <= 0.16 (pyJSMF-RAW 0.169); topic-topic error below pyJSMF-RAW's
     0.10–0.14 with the anchor formula, below 0.10 with A† Q A†ᵀ."""
-    raw = AnchorTopicModel(K, seed=0, **RAW).fit(semi_10k)
+    raw = AnchorTopicModel(K, method="plain", seed=0, **RAW).fit(semi_10k)
     l1, tt = _scores(truth, raw)
     print(f"rectified L1 (M = 10k): {l1:.4f}")
     assert l1 <= 0.16, l1
@@ -64,42 +64,42 @@ def test_rectified_accuracy_small_corpus(truth, semi_10k):
     rect = raw.diagnostics_["rectification"]
     assert rect["method"] == "ap" and len(rect["movement"]) == 15
     assert rect["movement"][-1] < rect["movement"][0]  # it settles
-    pinv = AnchorTopicModel(K, seed=0, **{**RAW, "topic_topic": "pinv"}).fit(semi_10k)
+    pinv = AnchorTopicModel(K, method="plain", seed=0, **{**RAW, "topic_topic": "pinv"}).fit(semi_10k)
     l1_pinv, tt_pinv = _scores(truth, pinv)
     assert l1_pinv == l1 and tt_pinv < 0.10, tt_pinv
     # rectification improves the topics and their correlations on few documents
-    plain = AnchorTopicModel(K, seed=0, recover="admm", anchor_method="qr").fit(semi_10k)
+    plain = AnchorTopicModel(K, method="plain", seed=0, recover="admm", anchor_method="qr").fit(semi_10k)
     l1_plain, tt_plain = _scores(truth, plain)
     assert l1_plain > l1 and tt_plain > tt_pinv
 
 
 def test_rectified_accuracy_large_corpus(truth, semi_100k):
     """M = 100k: rectified L1 <= 0.075 (pyJSMF-RAW 0.077)."""
-    m = AnchorTopicModel(K, seed=0, **RAW).fit(semi_100k)
+    m = AnchorTopicModel(K, method="plain", seed=0, **RAW).fit(semi_100k)
     l1, tt = _scores(truth, m)
     print(f"rectified L1 (M = 100k): {l1:.4f}")
     assert l1 <= 0.075, l1
     assert tt < 0.07, tt
     # Douglas–Rachford is as good
-    dr = AnchorTopicModel(K, seed=0, **{**RAW, "rectify": "dr"}).fit(semi_100k)
+    dr = AnchorTopicModel(K, method="plain", seed=0, **{**RAW, "rectify": "dr"}).fit(semi_100k)
     assert _scores(truth, dr)[0] <= 0.075
 
 
 def test_rectified_q_is_stored_aside_and_reused(semi_10k):
     store = st.CooccurrenceStore.open(semi_10k)
     before = np.asarray(store.Q[:300, :300].compute())
-    m1 = AnchorTopicModel(K, seed=0, **RAW).fit(semi_10k)
+    m1 = AnchorTopicModel(K, method="plain", seed=0, **RAW).fit(semi_10k)
     info = m1.diagnostics_["rectification"]
     assert os.path.isdir(info["path"]) and info["path"].startswith(str(semi_10k))
     np.testing.assert_array_equal(np.asarray(store.Q[:300, :300].compute()), before)
-    m2 = AnchorTopicModel(K, seed=0, **RAW).fit(semi_10k)
+    m2 = AnchorTopicModel(K, method="plain", seed=0, **RAW).fit(semi_10k)
     assert m2.diagnostics_["rectification"]["reused"] is True
     np.testing.assert_array_equal(m1.components_, m2.components_)
 
 
 def test_solvers_agree_on_the_same_anchors(semi_10k):
     """ADMM, the exact active set and FISTA solve the same problem: same topics."""
-    fits = {r: AnchorTopicModel(K, seed=0, recover=r, anchor_method="qr").fit(semi_10k)
+    fits = {r: AnchorTopicModel(K, method="plain", seed=0, recover=r, anchor_method="qr").fit(semi_10k)
             for r in ("l2", "admm", "activeset")}
     for r in ("admm", "activeset"):
         np.testing.assert_array_equal(fits[r].anchors_, fits["l2"].anchors_)
@@ -112,7 +112,7 @@ def test_infinite_data_anchor_formula_is_exact(truth, tmp_path):
     Q = synth.population_cooccurrence(A, 0.1)
     st.CooccurrenceStore.from_array(Q, synth.default_vocab(V), tmp_path / "p.zarr", n_docs=10**6)
     for kw in ({"anchor_method": "qr", "topic_topic": "anchor"}, RAW):
-        m = AnchorTopicModel(K, seed=0, **kw).fit(tmp_path / "p.zarr")
+        m = AnchorTopicModel(K, method="plain", seed=0, **kw).fit(tmp_path / "p.zarr")
         assert sorted(m.anchors_.tolist()) == sorted(anchors.tolist()), kw
         l1, tt = _scores(truth, m)
         assert l1 <= 0.01 and tt <= 1e-3, (kw, l1, tt)
@@ -129,7 +129,7 @@ def test_bad_rectification_parameters(semi_10k):
                     ({"anchor_method": "exact"}, "anchor_method='exact'"),
                     ({"topic_topic": "x"}, "topic_topic='x'")):
         with pytest.raises(ValueError, match=msg):
-            AnchorTopicModel(K, **kw).fit(semi_10k)
+            AnchorTopicModel(K, method="plain", **kw).fit(semi_10k)
 
 
 def test_cli_fit_rectified(semi_10k, tmp_path):

@@ -1,31 +1,85 @@
-"""EM refinement of the spectral topics: ground truth on a semi-synthetic corpus."""
+"""EM refinement: the kernels, the stopping rule, the cached sample and its one full pass,
+determinism, and ground truth on a semi-synthetic corpus."""
 
 from __future__ import annotations
+
+import itertools
+import threading
+from collections import Counter
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 import streamtopic as st
+import streamtopic.corpus as corpus_mod
 from streamtopic import synth
 from streamtopic._kernels import em_expected_counts, em_theta
+from streamtopic.corpus import read_corpus
 from streamtopic.inference import infer_topics
 from streamtopic.metrics import matched_l1
 from streamtopic.model import AnchorTopicModel, ModelError
-from streamtopic.refinement import refine_topics
+from streamtopic.refinement import ETA, RefineResult, refine_topics
 
 V, K = 500, 8
+N_RARE = 30  # extra words, each in one document only
+BLOCKSIZE = 40_000  # bytes of HDF5 per partition: about 30 partitions
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
+    """A semi-synthetic corpus (K = 8 topics over 500 words, 3,000 documents of about 60
+    tokens) plus 30 rare words, each planted 3 times in one random document. Returns the true
+    topics (V_all × K, the rare words at 0), the directory, the vocabulary and H (D × V_all)."""
     A, _ = synth.dirichlet_topics_with_anchors(V, K, beta=0.05, seed=2)
     d = tmp_path_factory.mktemp("refine")
-    synth.write_corpus(str(d / "c.h5"), A, 3000, format="hdf5", alpha=0.1, doc_length=60,
-                       seed=3)
-    (d / "vocab.txt").write_text("\n".join(synth.default_vocab(V)) + "\n")
+    H = synth.sample_documents(A, 3000, alpha=0.1, doc_length=60, seed=3).tolil()
+    rows = np.random.default_rng(4).choice(H.shape[0], N_RARE, replace=False)
+    H.resize((H.shape[0], V + N_RARE))
+    H[rows, V + np.arange(N_RARE)] = 3
+    H = H.tocsr()
+    vocab = synth.default_vocab(V) + [f"rare{i:02d}" for i in range(N_RARE)]
+    with st.corpus.HDF5CorpusWriter(d / "c.h5") as w:
+        w.append(H, vocab)
+    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
     st.ingest(str(d / "c.h5"), d / "s.zarr", vocab=str(d / "vocab.txt"), progress=False)
-    return A, d
+    return np.vstack([A, np.zeros((N_RARE, K))]), d, vocab, H
+
+
+def _parts(d):
+    return read_corpus(str(d / "c.h5"), blocksize=BLOCKSIZE)
+
+
+def _perturbed(A, seed=0, weight=0.5):
+    """The true topics (K×V) mixed with random Dirichlet topics."""
+    rng = np.random.default_rng(seed)
+    noise = rng.dirichlet(np.full(A.shape[0], 1.0), A.shape[1])
+    return (1 - weight) * A.T + weight * noise
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """Counts the partitions read (by source and start) through the partition reader."""
+    seen: Counter = Counter()
+    lock = threading.Lock()
+    real = corpus_mod._read_part
+
+    def counting(part, tokenizer):
+        with lock:
+            seen[(part.source.path, part.start)] += 1
+        return real(part, tokenizer)
+
+    monkeypatch.setattr(corpus_mod, "_read_part", counting)
+    return seen
+
+
+def _expected_counts(res: RefineResult) -> np.ndarray:
+    """N (K×V) of the last M-step, from β = (N + η) / (N_k + Vη)."""
+    V_ = res.components.shape[1]
+    return res.components * (res.topic_tokens + V_ * ETA)[:, None] - ETA
+
+
+# ----------------------------------------------------------------------------- kernels
 
 
 def _random_problem(seed, n_docs, n_words, n_topics, density, max_count):
@@ -69,37 +123,177 @@ def test_warm_start_reaches_the_same_theta_with_less_work():
     np.testing.assert_array_equal(ignored, cold)
 
 
-def test_refinement_raises_the_likelihood_and_approaches_the_truth(corpus):
-    A, d = corpus
-    spectral = AnchorTopicModel(K, seed=0).fit(d / "s.zarr")
-    refined = AnchorTopicModel(K, seed=0, refine_passes=4).fit(d / "s.zarr")
-    info = refined.diagnostics_["refinement"]
-    ll = info["loglik_per_token"]
-    assert len(ll) == 4 and all(b > a for a, b in zip(ll, ll[1:])), ll
-    iters = info["theta_iterations"]  # later passes start from the previous pass' θ
-    assert len(iters) == 4 and iters[-1] < 0.7 * iters[0], iters
-    l1_spec = matched_l1(A, spectral.components_.T).mean
-    l1_ref = matched_l1(A, refined.components_.T).mean
-    assert l1_ref < l1_spec, (l1_spec, l1_ref)
-    np.testing.assert_allclose(refined.components_.sum(axis=1), 1.0)
-    np.testing.assert_array_equal(refined.anchors_, spectral.anchors_)
-    again = AnchorTopicModel(K, seed=0, refine_passes=4).fit(d / "s.zarr")
-    np.testing.assert_array_equal(again.components_, refined.components_)  # deterministic
+def test_kernels_with_words_no_topic_gives_a_probability():
+    """Words whose β is 0 in every topic are left out: θ stays on the simplex, equal to θ of
+    the document without them, and nothing is NaN."""
+    beta, H, args, bt, _ = _random_problem(5, 30, 100, 5, 0.2, 4)
+    dead = np.arange(0, 100, 3)
+    beta[:, dead] = 0.0
+    bt = np.ascontiguousarray(beta.T)
+    theta = np.empty((30, 5))
+    em_theta(*args, bt, 0.1, 1e-12, 5000, theta)
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0, rtol=1e-12)
+    Hl = H.tolil()
+    Hl[:, dead] = 0
+    Hl = Hl.tocsr()
+    Hl.eliminate_zeros()
+    live = np.empty((30, 5))
+    em_theta(Hl.indptr.astype(np.int64), Hl.indices.astype(np.int32), Hl.data, bt, 0.1,
+             1e-12, 5000, live)
+    np.testing.assert_allclose(theta, live, atol=1e-10)
+    out = np.zeros((100, 5))
+    assert np.isfinite(em_expected_counts(*args, bt, theta, out))
+    assert np.isfinite(out).all() and not out[dead].any()
+
+
+# ----------------------------------------------------------------------------- refine_topics
+
+
+def test_stops_on_convergence_and_passes_runs_exactly(corpus):
+    A, d, vocab, _ = corpus
+    start = _perturbed(A)
+    res = refine_topics(start, _parts(d), vocab, tol=1e-4, max_passes=50)
+    f = np.asarray(res.objective_per_token)
+    rel = (f[1:] - f[:-1]) / np.abs(f[1:])
+    assert res.converged and 2 <= res.passes < 50, res.passes
+    assert len(f) == len(res.seconds) == len(res.theta_iterations) == res.passes
+    assert rel[-1] < 1e-4 and (rel[:-1] >= 1e-4).all(), rel  # stopped at the first pass below
+    assert (np.diff(f) > 0).all(), f  # EM raises the objective (log-posterior)
+    iters = res.theta_iterations  # each pass' θ starts from the previous pass' θ
+    assert iters[-1] < 0.5 * iters[0], iters
+    looser = refine_topics(start, _parts(d), vocab, tol=1e-2)
+    assert looser.passes < res.passes
+    exact = refine_topics(start, _parts(d), vocab, passes=res.passes + 3)
+    assert exact.passes == len(exact.objective_per_token) == res.passes + 3
+    np.testing.assert_array_equal(exact.objective_per_token[:res.passes], f)  # same path
+    capped = refine_topics(start, _parts(d), vocab, tol=0.0, max_passes=4)
+    assert capped.passes == 4 and not capped.converged
+
+
+def test_whole_corpus_sample_is_read_once_and_has_no_full_pass(corpus, reads):
+    A, d, vocab, H = corpus
+    c = _parts(d)
+    assert c.npartitions >= 20
+    res = refine_topics(_perturbed(A), c, vocab, passes=5)
+    assert res.passes == 5 and not res.full_pass
+    assert res.sample_partitions == res.partitions == c.npartitions
+    assert res.sample_tokens == res.corpus_tokens == H.sum()
+    assert len(reads) == c.npartitions and set(reads.values()) == {1}, reads
+    N = _expected_counts(res)  # the M-step counted every token
+    np.testing.assert_allclose(N.sum(axis=0), np.asarray(H.sum(axis=0)).ravel(), atol=1e-6)
+
+
+def test_proper_subset_sample_ends_with_one_full_pass(corpus, reads):
+    A, d, vocab, H = corpus
+    c = _parts(d)
+    total = int(H.sum())
+    res = refine_topics(_perturbed(A), c, vocab, sample_tokens=total // 4)
+    assert res.full_pass and res.converged
+    assert 1 < res.sample_partitions < c.npartitions
+    assert total // 4 <= res.sample_tokens < total // 2
+    assert res.corpus_tokens == total and res.corpus_docs == H.shape[0]
+    # every partition read exactly once: the sample before EM, the rest in the full pass
+    assert len(reads) == c.npartitions and set(reads.values()) == {1}, reads
+    N = _expected_counts(res)  # the last M-step counted every token of the corpus
+    word_counts = np.asarray(H.sum(axis=0)).ravel()
+    np.testing.assert_allclose(N.sum(axis=0), word_counts, atol=1e-6)
+    # rare words outside the sample got rows from their document's topics (fold-in)
+    sampled = np.zeros(H.shape[0], bool)
+    for part in c.subset(res.sample_partition_indices).parts:
+        sampled[part.start:part.stop] = True
+    rare = np.arange(V, V + N_RARE)
+    doc = H[:, rare].tocsc().indices  # the document of each rare word
+    outside = rare[~sampled[doc]]
+    assert 5 <= outside.size < N_RARE
+    share = N[:, outside] / N[:, outside].sum(axis=0)
+    theta = infer_topics(res.components, H[doc[~sampled[doc]]])
+    np.testing.assert_array_equal(share.argmax(axis=0), theta.argmax(axis=1))
+    assert (share.max(axis=0) > 2.5 / K).all(), share.max(axis=0)  # not flat
+
+
+def test_deterministic_under_the_seed(corpus):
+    A, d, vocab, H = corpus
+    kw = {"sample_tokens": int(H.sum()) // 3, "max_passes": 8}
+    one = refine_topics(_perturbed(A), _parts(d), vocab, **kw)
+    two = refine_topics(_perturbed(A), _parts(d), vocab, **kw)
+    np.testing.assert_array_equal(one.components, two.components)
+    assert one.objective_per_token == two.objective_per_token
+    np.testing.assert_array_equal(one.sample_partition_indices, two.sample_partition_indices)
+    other = refine_topics(_perturbed(A), _parts(d), vocab, seed=1, **kw)
+    assert not np.array_equal(other.sample_partition_indices, one.sample_partition_indices)
+
+
+def test_refinement_approaches_the_truth(corpus):
+    """From the true topics perturbed, EM moves them back towards the truth, on the whole
+    corpus and from a sample with one full pass."""
+    A, d, vocab, H = corpus
+    start = _perturbed(A, weight=0.6)
+    before = matched_l1(A, start.T).mean
+    whole = refine_topics(start, _parts(d), vocab)
+    sampled = refine_topics(start, _parts(d), vocab, sample_tokens=int(H.sum()) // 3)
+    for res in (whole, sampled):
+        assert res.converged
+        np.testing.assert_allclose(res.components.sum(axis=1), 1.0)
+        after = matched_l1(A, res.components.T).mean
+        assert after < 0.25 * before, (before, after)
+    np.testing.assert_allclose(whole.prevalence.sum(), 1.0)
+
+
+def test_uninformative_and_zero_rows_get_topics(corpus):
+    """Starting topics whose rows for half the words are the words' unigram probability in
+    every topic, and with exact zeros elsewhere: no NaN, and EM gives those words
+    topic-specific rows close to the truth."""
+    A, d, vocab, H = corpus
+    counts = np.asarray(H.sum(axis=0)).ravel().astype(float)
+    unigram = counts / counts.sum()
+    flat = np.argsort(counts)[: (V + N_RARE) // 2]  # the rarer half
+    core = np.setdiff1d(np.arange(V + N_RARE), flat)
+    start = np.tile(unigram, (K, 1))
+    start[:, core] = A.T[:, core] * unigram[core].sum() / A.T[:, core].sum(axis=1, keepdims=True)
+    start[:, core[::7]] = 0.0  # exact zeros, some words 0 in every topic
+    res = refine_topics(start, _parts(d), vocab)
+    assert np.isfinite(res.components).all() and np.isfinite(res.objective_per_token).all()
+    m = matched_l1(A, res.components.T)
+    Bt = res.components[m.matching] / res.components[m.matching].sum(axis=0)
+    At = A.T / np.maximum(A.T.sum(axis=0), 1e-300)
+    frequent = flat[counts[flat] >= 20]  # enough tokens to place them
+    agree = (Bt[:, frequent].argmax(axis=0) == At[:, frequent].argmax(axis=0)).mean()
+    assert agree > 0.8, agree  # p(k|w) of the unigram-start words follows the truth
+    assert m.mean < matched_l1(A, start.T).mean
 
 
 def test_refine_topics_api_and_errors(corpus, tmp_path):
-    A, d = corpus
-    res = refine_topics(np.ascontiguousarray(A.T), str(d / "c.h5"), synth.default_vocab(V),
-                        passes=1)
-    assert res.components.shape == (K, V) and len(res.seconds) == 1
-    with pytest.raises(ValueError, match="passes=0"):
-        refine_topics(A.T, str(d / "c.h5"), synth.default_vocab(V), passes=0)
+    A, d, vocab, _ = corpus
+    res = refine_topics(np.ascontiguousarray(A.T), str(d / "c.h5"), vocab, passes=1,
+                        scratch=str(tmp_path / "scratch"))
+    assert res.components.shape == (K, V + N_RARE) and len(res.seconds) == 1
+    assert not res.converged  # one pass measures no change
+    assert list((tmp_path / "scratch").iterdir()) == []  # its scratch is cleaned up
+    for kw, msg in [({"passes": 0}, "passes=0"), ({"max_passes": 0}, "max_passes=0"),
+                    ({"tol": -1.0}, "tol=-1.0"), ({"sample_tokens": 0}, "sample_tokens=0"),
+                    ({"alpha": 0.0}, "alpha=0.0")]:
+        with pytest.raises(ValueError, match=msg):
+            refine_topics(A.T, str(d / "c.h5"), vocab, **kw)
     with pytest.raises(ValueError, match="vocab has 3 words"):
         refine_topics(A.T, str(d / "c.h5"), ["a", "b", "c"])
-    with pytest.raises(ValueError, match="refine_passes=-1"):
-        AnchorTopicModel(K, refine_passes=-1).fit(d / "s.zarr")
+    with pytest.raises(ValueError, match="non-negative"):
+        refine_topics(-A.T, str(d / "c.h5"), vocab)
+
+
+def test_model_refinement_raises_the_likelihood_and_approaches_the_truth(corpus, tmp_path):
+    A, d, _, _ = corpus
+    spectral = AnchorTopicModel(K, seed=0, method="plain").fit(d / "s.zarr")
+    refined = AnchorTopicModel(K, seed=0, method="plain", refine_passes=4).fit(d / "s.zarr")
+    info = refined.diagnostics_["refinement"]
+    ll = info["loglik_per_token"]
+    assert len(ll) == 4 and all(b > a for a, b in itertools.pairwise(ll)), ll
+    iters = info["theta_iterations"]  # later passes start from the previous pass' θ
+    assert len(iters) == 4 and iters[-1] < 0.7 * iters[0], iters
+    assert matched_l1(A, refined.components_.T).mean < matched_l1(A, spectral.components_.T).mean
+    np.testing.assert_allclose(refined.components_.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(refined.anchors_, spectral.anchors_)
     # a store whose inputs are gone cannot be refined: say so
-    Q = synth.population_cooccurrence(A, 0.1)
+    Q = synth.population_cooccurrence(A[:V], 0.1)
     st.CooccurrenceStore.from_array(Q, synth.default_vocab(V), tmp_path / "p.zarr", n_docs=10)
     with pytest.raises(ModelError, match="refinement reads the training corpus"):
-        AnchorTopicModel(K, refine_passes=1).fit(tmp_path / "p.zarr")
+        AnchorTopicModel(K, method="plain", refine_passes=1).fit(tmp_path / "p.zarr")

@@ -32,6 +32,7 @@ from streamtopic.synth import (
     topics_from_model,
     write_corpus,
 )
+from streamtopic.vocabulary import Tokenizer
 
 
 def _read_back(path: str | os.PathLike[str], terms: Sequence[str], **kwargs: object) -> sp.csr_matrix:
@@ -99,9 +100,11 @@ def test_topics_deterministic_and_validated() -> None:
 
 
 def test_default_vocab() -> None:
-    v = default_vocab(12)
-    assert v[:3] == ["w00000", "w00001", "w00002"] and v[-1] == "w00011"
-    assert default_vocab(123_457)[-1] == "w123456"
+    v = default_vocab(30)
+    assert v[:3] == ["xaaaa", "xaaab", "xaaac"] and v[-1] == "xaabd"
+    assert default_vocab(26**4)[-1] == "xzzzz" and default_vocab(26**4 + 1)[-1] == "xbaaaa"
+    big = default_vocab(123_457)
+    assert big == sorted(big) and Tokenizer()(" ".join(big)) == big
     assert v == sorted(v)
 
 
@@ -405,10 +408,10 @@ def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.
 
     d = tmp_path_factory.mktemp("tiny")
     A, _ = dirichlet_topics_with_anchors(80, 4, 0.1, seed=2)
-    vocab = [f"term{i:03d}" for i in range(80)]
+    vocab = [f"term{w}" for w in default_vocab(80)]  # letters only: text reads it back
     st.CooccurrenceStore.from_array(population_cooccurrence(A, 0.1), vocab, d / "pop.zarr",
                                     n_docs=10**6)
-    model = AnchorTopicModel(4, exact_anchors=True, seed=0).fit(d / "pop.zarr")
+    model = AnchorTopicModel(4, method="plain", exact_anchors=True, seed=0).fit(d / "pop.zarr")
     model.save(d / "model.zarr")
     return d / "model.zarr", A
 
@@ -421,7 +424,7 @@ def test_topics_from_model(tiny_model_path: tuple[Path, np.ndarray], tmp_path: P
     A, vocab = topics_from_model(path)
     model = AnchorTopicModel.load(path)
     assert A.shape == (80, 4) and A.dtype == np.float64
-    assert vocab == model.vocab_ == [f"term{i:03d}" for i in range(80)]
+    assert vocab == model.vocab_ == [f"term{w}" for w in default_vocab(80)]
     np.testing.assert_allclose(A.sum(axis=0), 1.0, rtol=0, atol=1e-12)
     np.testing.assert_allclose(A, model.components_.T, rtol=1e-9, atol=1e-12)
     assert matched_l1(truth, A).mean < 0.05  # exact anchors on a population Q

@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from streamtopic._stopwords import SKLEARN_STOP_WORDS
 from streamtopic.corpus import DocChunk
 from streamtopic.vocabulary import (
     ENGLISH_STOP_WORDS,
+    LEGACY_TOKEN_PATTERN,
     TermStats,
     Tokenizer,
     Vocabulary,
@@ -18,22 +20,30 @@ from streamtopic.vocabulary import (
 from ._reference import count_matrix
 
 
-def test_tokenizer_defaults_follow_scikit_learn():
-    tok = Tokenizer()
+def test_legacy_pattern_follows_scikit_learn():
+    tok = Tokenizer(token_pattern=LEGACY_TOKEN_PATTERN, stop_words="none")
     # one-character tokens ("a", "I", "m") are dropped; unicode word characters are kept
     assert tok("Hello, World! a bb I'm x2 naïve Ünïcode_42") == [
         "hello", "world", "bb", "x2", "naïve", "ünïcode_42"
     ]
 
 
+def test_tokenizer_defaults_letters_only_without_stop_words():
+    # also one-character tokens are dropped, and so are runs with digits or underscores
+    assert Tokenizer()("Hello, World! a bb I'm x2 naïve Ünïcode_42 the") == [
+        "hello", "world", "bb", "naïve"
+    ]
+
+
 def test_tokenizer_stop_words_and_options(tmp_path):
-    assert "the" in ENGLISH_STOP_WORDS and len(ENGLISH_STOP_WORDS) == 318
+    assert "the" in ENGLISH_STOP_WORDS and len(SKLEARN_STOP_WORDS) == 318
+    assert {"don", "ve", "ll"} <= ENGLISH_STOP_WORDS - SKLEARN_STOP_WORDS  # contractions
     assert Tokenizer(stop_words="english")("The cat and the hat") == ["cat", "hat"]
     (tmp_path / "stops.txt").write_text("cat\nHAT\n")
     assert Tokenizer(stop_words=str(tmp_path / "stops.txt"))("the cat hat") == ["the"]
     assert Tokenizer(stop_words=["the"])("The cat") == ["cat"]
     assert Tokenizer(lowercase=False)("Cat cat") == ["Cat", "cat"]
-    assert Tokenizer(token_pattern=r"\w+")("a b") == ["a", "b"]
+    assert Tokenizer(token_pattern=r"\w+", stop_words="none")("a b") == ["a", "b"]
     assert Tokenizer(analyzer=str.split, stop_words=["x"])("A x B") == ["A", "B"]
     with pytest.raises(ValueError, match="stop_words"):
         Tokenizer(stop_words="klingon")

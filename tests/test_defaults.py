@@ -1,0 +1,195 @@
+"""The default pipeline: rectified anchor words on a core vocabulary, then EM over the corpus;
+the plain algorithm one option away; the memory budget that follows the machine; the
+scheduler per stage of ``streamtopic fit``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import streamtopic as st
+from streamtopic import synth
+from streamtopic.metrics import matched_l1
+from streamtopic.model import METHODS, AnchorTopicModel, _Settings, spectral_in_memory
+
+V, K = 600, 8
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A semi-synthetic corpus with known topics (planted anchors), ingested with its
+    vocabulary, so that the refinement can read it back."""
+    A, _ = synth.dirichlet_topics_with_anchors(V, K, beta=0.05, seed=5)
+    d = tmp_path_factory.mktemp("defaults")
+    synth.write_corpus(str(d / "c.h5"), A, 4000, format="hdf5", alpha=0.1, doc_length=80,
+                       seed=6)
+    (d / "vocab.txt").write_text("\n".join(synth.default_vocab(V)) + "\n")
+    st.ingest(str(d / "c.h5"), d / "s.zarr", vocab=str(d / "vocab.txt"), progress=False)
+    return A, d / "s.zarr"
+
+
+def test_default_is_the_rectified_pipeline_on_a_core_then_refined(corpus):
+    A, store_path = corpus
+    store = st.CooccurrenceStore.open(store_path)
+    m = AnchorTopicModel(K, seed=0, core_size=250).fit(store_path)
+    d = m.diagnostics_
+    assert d["settings"] == {**METHODS["rectified"], "method": "rectified", "core_size": 250,
+                             "memory_budget": d["settings"]["memory_budget"]}
+    assert d["core"]["size"] == 250 and 0 < d["core"]["share_of_tokens"] < 1
+    assert d["rectification"]["method"] == "ap" and d["refinement"]["passes"] >= 1
+    # the core is the most frequent words; the anchors are among them
+    core = np.sort(np.argsort(-np.asarray(store.doc_freq), kind="stable")[:250])
+    assert np.isin(m.anchors_, core).all()
+    # ground truth: close to the known topics, on every word, and closer than the plain
+    # algorithm on the whole vocabulary
+    l1 = matched_l1(A, m.components_.T).mean
+    plain = AnchorTopicModel(K, method="plain", seed=0).fit(store_path)
+    assert l1 < 0.06 and l1 < 0.6 * matched_l1(A, plain.components_.T).mean, l1
+    # a word outside the core got its row from the refinement: as peaked as in the truth
+    outside = np.setdiff1d(np.arange(V), core)
+    learned = m.components_[:, outside] / m.components_[:, outside].sum(axis=0)
+    assert np.median(learned.max(axis=0)) > 0.5  # uninformative rows would be 1/K
+    np.testing.assert_allclose(m.components_.sum(axis=1), 1.0, rtol=1e-10)
+
+
+def test_plain_is_one_option_away(corpus):
+    _, store_path = corpus
+    m = AnchorTopicModel(K, method="plain", seed=0).fit(store_path)
+    explicit = AnchorTopicModel(K, method="rectified", recover="l2", rectify="none",
+                                anchor_method="sketch", topic_topic="pinv", refine_passes=0,
+                                core_size="all", seed=0).fit(store_path)
+    assert m.diagnostics_["refinement"] is None and m.diagnostics_["core"] is None
+    assert m.diagnostics_["rectification"] is None
+    np.testing.assert_array_equal(m.components_, explicit.components_)
+
+
+def test_core_stages_in_memory_equal_the_store_path(corpus):
+    """On the whole vocabulary, the in-memory stages (the core's) give the store path's
+    rectified model: the same anchors, the same topics."""
+    _, store_path = corpus
+    store = st.CooccurrenceStore.open(store_path)
+    kw = dict(rectify="ap", anchor_method="qr", recover="activeset", topic_topic="anchor")
+    ref = AnchorTopicModel(K, method="plain", seed=0, anchor_min_df=0, **kw).fit(store_path)
+    Q = store.read_dense()
+    Q /= Q.sum()
+    s = _Settings(**kw, refine_passes=0, core_size="all")
+    got = spectral_in_memory(Q, K, s, seed=0, seconds={})
+    np.testing.assert_array_equal(got.anchors.anchors, ref.anchors_)
+    np.testing.assert_allclose(got.A.T, ref.components_, atol=1e-9)
+    np.testing.assert_allclose(got.R, ref.topic_cooccurrence_, atol=1e-9)
+
+
+def test_read_submatrix_is_the_dense_restriction(tmp_path):
+    rng = np.random.default_rng(0)
+    n = 70
+    X = rng.random((n, n))
+    Q = X + X.T
+    Q /= Q.sum()
+    store = st.CooccurrenceStore.from_array(Q, [f"t{i}" for i in range(n)], tmp_path / "q.zarr",
+                                            n_docs=10, chunk_size=16)
+    ids = np.sort(rng.choice(n, 29, replace=False))
+    np.testing.assert_allclose(store.read_submatrix(ids), Q[np.ix_(ids, ids)], rtol=1e-12)
+    np.testing.assert_allclose(store.read_submatrix(np.arange(10)), Q[:10, :10], rtol=1e-12)
+    with pytest.raises(ValueError, match="sorted"):
+        store.read_submatrix(ids[::-1])
+
+
+def test_core_size_follows_the_memory_budget(corpus):
+    _, store_path = corpus
+    budget = 4 * 8 * 300**2  # CORE_COPIES dense 300×300 copies
+    m = AnchorTopicModel(K, seed=0, memory_budget=budget, refine_passes=1).fit(store_path)
+    assert m.diagnostics_["core"]["size"] == 300
+    assert m.diagnostics_["settings"]["memory_budget"] == budget
+
+
+def test_refinement_auto_is_skipped_without_a_corpus(tmp_path, caplog):
+    """A population Q has no documents to refine on: the default fits the whole vocabulary
+    and says so; an explicit number of passes is an error."""
+    A, _ = synth.dirichlet_topics_with_anchors(120, 4, beta=0.05, seed=1)
+    Q = synth.population_cooccurrence(A, 0.1)
+    st.CooccurrenceStore.from_array(Q, synth.default_vocab(120), tmp_path / "p.zarr",
+                                    n_docs=1000)
+    with caplog.at_level("WARNING", logger="streamtopic"):
+        m = AnchorTopicModel(4, seed=0).fit(tmp_path / "p.zarr")
+    assert "not refined" in caplog.text
+    assert m.diagnostics_["refinement"] is None and m.diagnostics_["core"] is None
+    with pytest.raises(st.model.ModelError, match="refine_passes=2"):
+        AnchorTopicModel(4, refine_passes=2).fit(tmp_path / "p.zarr")
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"method": "fast"}, "method="),
+    ({"core_size": 1}, "core_size="),
+    ({"core_size": "some"}, "core_size="),
+    ({"refine_passes": "often"}, "refine_passes="),
+    ({"memory_budget": 0}, "memory_budget="),
+    ({"exact_anchors": True}, "exact_anchors"),  # the default anchors are already exact
+])
+def test_bad_parameters_are_named(corpus, kw, match):
+    _, store_path = corpus
+    with pytest.raises(ValueError, match=match):
+        AnchorTopicModel(K, **kw).fit(store_path)
+
+
+def test_memory_budget_follows_the_machine(monkeypatch):
+    import psutil
+
+    from streamtopic import cluster
+
+    class Mem:
+        available = 6 * 2**30
+        total = 8 * 2**30
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Mem)
+    assert cluster.memory_budget() == int(cluster.MEMORY_SHARE * 6 * 2**30)
+
+
+def test_memory_budget_follows_the_workers_limit():
+    from distributed import Client, LocalCluster
+
+    from streamtopic import cluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      memory_limit="1GiB", dashboard_address=":0") as lc, Client(lc):
+        assert cluster.memory_budget() == int(cluster.MEMORY_SHARE * 2**30)
+
+
+def _recorded_schedulers(monkeypatch, tmp_path, extra):
+    """Run ``streamtopic fit`` on a small text file, recording each scheduler context's
+    arguments (the work itself runs on the in-process default)."""
+    import contextlib
+
+    from click.testing import CliRunner
+
+    from streamtopic import cli
+
+    calls = []
+
+    @contextlib.contextmanager
+    def fake(*args, **kw):
+        calls.append(kw)
+        yield None
+
+    monkeypatch.setattr(cli, "scheduler_context", fake)
+    monkeypatch.delenv("STREAMTOPIC_SCHEDULER", raising=False)
+    rng = np.random.default_rng(0)
+    words = [f"{a}{b}" for a in "bcdfghjklm" for b in "aeiouy"]
+    lines = [" ".join(rng.choice(words[:30] if i % 2 else words[30:], 30)) for i in range(300)]
+    (tmp_path / "docs.txt").write_text("\n".join(lines) + "\n")
+    res = CliRunner().invoke(cli.main, ["fit", str(tmp_path / "docs.txt"), "-k", "2", "-q",
+                                        "-o", str(tmp_path / "m.zarr"), "--min-df", "1",
+                                        *extra])
+    assert res.exit_code == 0, res.output
+    return calls
+
+
+def test_fit_of_text_ingests_on_processes_and_fits_on_threads(monkeypatch, tmp_path):
+    calls = _recorded_schedulers(monkeypatch, tmp_path, [])
+    assert [c["numeric"] for c in calls] == [False, True]  # cluster, then threads
+    assert all(c["local"] == "auto" for c in calls)
+
+
+def test_a_named_scheduler_runs_every_stage(monkeypatch, tmp_path):
+    calls = _recorded_schedulers(monkeypatch, tmp_path, ["--local", "cluster"])
+    assert [c["numeric"] for c in calls] == [False, False]
+    assert all(c["local"] == "cluster" for c in calls)
