@@ -104,7 +104,7 @@ def _child_refine(spec: dict[str, Any]) -> None:
     fields = ("passes", "converged", "sample_docs", "sample_tokens", "sample_partitions",
               "partitions", "full_pass", "corpus_docs", "corpus_tokens", "read_seconds",
               "full_pass_seconds", "full_pass_loglik_per_token", "loglik_per_token",
-              "objective_per_token", "seconds", "theta_iterations")
+              "seconds", "theta_iterations")
     fitbench._emit(event="result", name="refine", refine_seconds=seconds,
                    l1_before=matched_l1(A, start.T).mean,
                    l1_after=matched_l1(A, res.components.T).mean,

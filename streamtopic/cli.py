@@ -264,7 +264,7 @@ def convert(
 @click.option("--method", type=click.Choice(["rectified", "plain"]), default="rectified",
               show_default=True,
               help="rectified (best on real text): Q's block of the core vocabulary (the most "
-                   "frequent words, sized by --memory-budget, at most 5,000) rectified as in "
+                   "frequent words: max(2000, 40 K), fewer if --memory-budget is small) rectified as in "
                    "JSMF/RAW, exact QR anchors, active-set recovery, the anchor topic-topic "
                    "formula, then EM over the corpus until it converges, which also gives "
                    "every other word its row. plain: Arora et al. (2013) on the whole Q "
@@ -295,13 +295,13 @@ def convert(
                    "(until the training likelihood converges) or a number (0: none). "
                    "[default: the method's: auto, plain: 0]")
 @click.option("--core-size", default=None, metavar="auto|all|N",
-              help="Words the spectral stages work on: 'auto' (the most frequent, as many as "
-                   "the memory budget holds, at most 5,000), 'all', or a number. Only with "
-                   "refinement. [default: the method's: auto, plain: all]")
+              help="Words the spectral stages work on, the most frequent: 'auto' "
+                   "(max(2000, 40 K), fewer if the memory budget is small), 'all', or a "
+                   "number. Only with refinement. [default: the method's: auto, plain: all]")
 @click.option("--sketch-dim", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Dimension of the random projection used to find anchors.")
 @click.option("--anchor-min-df", type=click.IntRange(min=0), default=None,
-              help="Document frequency an anchor needs (default: 0.5%% of documents, >= 10).")
+              help="Document frequency an anchor needs (default: 4 percent of the documents, at most 400, at least 10).")
 @click.option("--exact-anchors", is_flag=True, help="Find anchors on Q̄ itself (small V only).")
 @click.option("--no-cleanup", is_flag=True, help="Skip FastAnchorWords' cleanup pass.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random projection seed.")

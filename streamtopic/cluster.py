@@ -332,6 +332,36 @@ def compute(
     return results
 
 
+def persist(items: Any, progress: bool = True, label: str = "") -> Any:
+    """``dask.persist`` of ``items`` (on the active client, whose workers then hold the
+    results, else on the local scheduler), with Dask's progress bar when asked."""
+    import dask
+
+    t0 = time.perf_counter()
+    client = current_client()
+    if progress and label:
+        print(f"{label}:", file=sys.stderr, flush=True)
+    if client is not None:
+        (out,) = dask.persist(items)
+        if progress:
+            from contextlib import redirect_stdout
+
+            from distributed import progress as dprogress
+
+            with redirect_stdout(sys.stderr):
+                dprogress(out, notebook=False)
+            print(file=sys.stderr, flush=True)
+    elif progress:
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar(out=sys.stderr):
+            (out,) = dask.persist(items)
+    else:
+        (out,) = dask.persist(items)
+    log.info("%s: %.2f s (persisted)", label or "persist", time.perf_counter() - t0)
+    return out
+
+
 @contextmanager
 def _one_blas_thread(client: Any) -> Iterator[None]:
     """Pin BLAS to one thread while work runs on threads of this process (Dask's threaded

@@ -47,6 +47,9 @@ __all__ = [
 
 GROUP_BYTES = 128 * 2**20  # dense bytes of Q one reduction group covers at most
 SPLIT_EVERY = 8  # fan-in of the reduction trees (few tasks; partials are small)
+#: A corpus whose text is at most this share of the memory budget is read once for a new
+#: store's two passes, its token counts kept in memory between them.
+CACHE_SHARE = 0.25
 SYNC_EVERY = 4  # rounds of accumulation links per barrier (chains stay within 2 blocks)
 DENSE_FRACTION = 0.25  # a partial piece denser than this is summed as a dense array
 
@@ -596,6 +599,15 @@ def _partition_term_stats(chunks: Sequence[DocChunk]) -> list[TermStats]:
     return [total]
 
 
+def _worth_caching(corpus: Corpus) -> bool:
+    """Whether a new store's two passes (vocabulary, co-occurrence) should share one read of
+    the corpus, kept in memory between them: when its text takes at most ``CACHE_SHARE`` of
+    the memory budget (its token counts take a fraction of that)."""
+    from .cluster import memory_budget
+
+    return corpus.text_bytes() <= CACHE_SHARE * memory_budget()
+
+
 def _vocabulary_pass(corpus: Corpus, progress: bool) -> TermStats:
     from .cluster import compute
 
@@ -818,6 +830,8 @@ def ingest(
         if vocab is not None:
             voc = Vocabulary.fixed(read_vocab_file(vocab))
         else:
+            if _worth_caching(corpus):  # one read for both passes
+                corpus = corpus.cached(progress)
             stats = _vocabulary_pass(corpus, progress)
             if stats.n_docs == 0:
                 raise CorpusError(

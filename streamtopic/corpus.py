@@ -43,7 +43,7 @@ import sys
 import tarfile
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, BinaryIO
 
@@ -1004,6 +1004,8 @@ class Corpus:
     sources: list[Source]
     parts: list[_Part]
     tokenizer: Tokenizer = field(default_factory=Tokenizer)
+    #: the bag, read once and persisted (:meth:`cached`), or None
+    cache: Any = field(default=None, repr=False, compare=False)
 
     @property
     def npartitions(self) -> int:
@@ -1013,9 +1015,26 @@ class Corpus:
         """A ``dask.bag.Bag`` whose partitions are lists of :class:`DocChunk`."""
         import dask.bag as db
 
+        if self.cache is not None:
+            return self.cache
         return db.from_sequence(self.parts, npartitions=max(1, len(self.parts))).map_partitions(
             _read_parts, self.tokenizer
         )
+
+    def text_bytes(self) -> int:
+        """About how many bytes of input reading the corpus decodes (compressed inputs
+        count four times their size)."""
+        return int(sum(s.size * (4 if os.path.isfile(s.path) and _compression(s.path) else 1)
+                       for s in self.sources))
+
+    def cached(self, progress: bool = False) -> Corpus:
+        """The same corpus, read and tokenised once now and kept by Dask (in this process,
+        or on the workers of a cluster) for the passes that follow: its :class:`DocChunk`
+        counts take a fraction of the text's bytes."""
+        from .cluster import persist
+
+        bag = persist(self.to_bag(), progress=progress, label="reading the corpus")
+        return replace(self, cache=bag)
 
     def subset(self, indices: Sequence[int] | np.ndarray) -> Corpus:
         """The corpus restricted to the partitions ``indices`` (positions in ``parts``, kept

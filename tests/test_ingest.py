@@ -450,3 +450,27 @@ def test_transposed_copy():
     x = np.random.default_rng(0).random((130, 77))
     t = _transposed(x)
     assert t.flags.c_contiguous and np.array_equal(t, x.T)
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_new_store_reads_a_small_corpus_once(tmp_path, monkeypatch, cached):
+    """A corpus small beside the memory budget is read and tokenised once for a new store's
+    vocabulary and co-occurrence passes; a large one twice. Q is the same either way."""
+    from streamtopic import cooccurrence, corpus
+
+    rng = np.random.default_rng(3)
+    vocab = default_vocab(80)
+    docs = _random_docs(rng, 300, vocab)
+    paths = _write_all_formats(tmp_path, docs, vocab)
+    reads = []
+    real = corpus._read_part
+    monkeypatch.setattr(corpus, "_read_part", lambda part, tok: reads.append(1) or real(part, tok))
+    monkeypatch.setattr(cooccurrence, "CACHE_SHARE", 0.25 if cached else 0.0)
+    st.ingest(str(paths["text"]), tmp_path / "s.zarr", min_df=1, max_df=1.0, blocksize=2000,
+              progress=False)
+    n_parts = corpus.read_corpus(str(paths["text"]), blocksize=2000).npartitions
+    assert n_parts > 1 and len(reads) == (1 if cached else 2) * n_parts
+    H, terms = count_matrix(docs)
+    store = st.CooccurrenceStore.open(tmp_path / "s.zarr")
+    ref, _ = _aligned_reference(H, terms, store)
+    assert rel_err(store.Q_sum.compute(), ref) <= 1e-12

@@ -14,7 +14,7 @@ import scipy.sparse as sp
 import streamtopic as st
 import streamtopic.corpus as corpus_mod
 from streamtopic import synth
-from streamtopic._kernels import em_expected_counts, em_theta
+from streamtopic._kernels import cvb0_estep, em_expected_counts, em_theta
 from streamtopic.corpus import read_corpus
 from streamtopic.inference import infer_topics
 from streamtopic.metrics import matched_l1
@@ -123,6 +123,95 @@ def test_warm_start_reaches_the_same_theta_with_less_work():
     np.testing.assert_array_equal(ignored, cold)
 
 
+def _cvb0_reference(H, beta, alpha, tol, max_iter):
+    """CVB0 with the topics fixed, one document at a time in numpy: N_d (n×K), the expected
+    counts (V×K) and the log-likelihood."""
+    K, V_ = beta.shape
+    N_all, out, ll = np.zeros((H.shape[0], K)), np.zeros((V_, K)), 0.0
+    for d in range(H.shape[0]):
+        idx, h = H.indices[H.indptr[d]:H.indptr[d + 1]], H.data[H.indptr[d]:H.indptr[d + 1]]
+        B = beta[:, idx].T  # nnz × K
+        N = np.full(K, h.sum() / K)
+        R = (N + alpha) * B
+        R /= R.sum(axis=1, keepdims=True)
+        for it in range(max_iter):
+            new = h @ R
+            done = np.abs(new - N).max() < tol * (h.sum() + K * alpha)
+            N = new
+            if done or it + 1 == max_iter:
+                break
+            R = np.maximum(N - R + alpha, 0) * B  # one token of the word left out
+            R /= R.sum(axis=1, keepdims=True)
+        N_all[d] = N
+        np.add.at(out, idx, h[:, None] * R)
+        ll += h @ np.log(B @ ((N + alpha) / (N.sum() + K * alpha)))
+    return N_all, out, ll
+
+
+def test_cvb0_kernel_matches_numpy():
+    beta, H, args, bt, _ = _random_problem(1, 50, 300, 6, 0.05, 5)
+    N = np.empty((50, 6))
+    out = np.zeros((300, 6))
+    iters, ll = cvb0_estep(*args, bt, 0.05, 1e-12, 1000, N, False, out)
+    N_ref, out_ref, ll_ref = _cvb0_reference(H, beta, 0.05, 1e-12, 1000)
+    np.testing.assert_allclose(N, N_ref, atol=1e-8)
+    np.testing.assert_allclose(out, out_ref, atol=1e-8)
+    np.testing.assert_allclose(ll, ll_ref, rtol=1e-10)
+    np.testing.assert_allclose(out.sum(axis=0), N.sum(axis=0))  # every token shared out
+    np.testing.assert_allclose(N.sum(axis=1), np.asarray(H.sum(axis=1)).ravel())
+    # the fixed point leaves each token out: a one-token document's responsibilities are
+    # p(k | w) ∝ α β_kw, not pulled towards the topic the token itself favours
+    one = sp.csr_matrix(([1.0], [7], [0, 1]), shape=(1, 300))
+    N1 = np.empty((1, 6))
+    cvb0_estep(np.array([0, 1]), np.array([7], np.int32), one.data, bt, 0.05, 1e-12, 1000,
+               N1, False, np.zeros((300, 6)))
+    np.testing.assert_allclose(N1[0], beta[:, 7] / beta[:, 7].sum(), atol=1e-10)
+    # a warm start reaches the same counts in fewer iterations
+    warm = N_ref + 0.01
+    again = cvb0_estep(*args, bt, 0.05, 1e-12, 1000, warm, True, np.zeros((300, 6)))[0]
+    np.testing.assert_allclose(warm, N, atol=1e-7)
+    assert again < iters, (again, iters)
+
+
+def test_cvb0_kernel_results_do_not_depend_on_the_heap(corpus):
+    """The same inputs give the same bits whatever lies next to the arrays in memory, on
+    several threads (the vectorised sums must not fall back to another order; see
+    streamtopic._kernels)."""
+    from streamtopic.refinement import _docs_of
+
+    A, d, vocab, _ = corpus
+    c = _parts(d)
+    docs = [_docs_of(corpus_mod._read_part(p, c.tokenizer), vocab) for p in c.parts[:6]]
+    bt = np.ascontiguousarray(_perturbed(A).T)
+
+    def run(i, warm=None):
+        N = np.empty((docs[i].n_docs, K)) if warm is None else warm.copy()
+        out = np.zeros(bt.shape)
+        ll = cvb0_estep(docs[i].indptr, docs[i].indices, docs[i].data, bt, 0.01, 1e-3, 100, N,
+                        warm is not None, out)[1]
+        return N.tobytes() + out.tobytes(), ll
+
+    first = [run(i) for i in range(len(docs))]
+    warm = [np.frombuffer(f[0][:docs[i].n_docs * K * 8]).reshape(-1, K) + 0.3
+            for i, f in enumerate(first)]
+    first_warm = [run(i, w) for i, w in enumerate(warm)]
+    differ: list[bool] = []
+
+    def worker(seed):
+        rng = np.random.default_rng(seed)
+        for i in rng.integers(0, len(docs), 300):
+            junk = [np.full(int(n), np.nan) for n in rng.integers(1, 5000, 3)]  # moves arrays
+            differ.append(run(i) != first[i] or run(i, warm[i]) != first_warm[i])
+            del junk
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(differ) == 900 and not any(differ), sum(differ)
+
+
 def test_kernels_with_words_no_topic_gives_a_probability():
     """Words whose β is 0 in every topic are left out: θ stays on the simplex, equal to θ of
     the document without them, and nothing is NaN."""
@@ -144,6 +233,15 @@ def test_kernels_with_words_no_topic_gives_a_probability():
     out = np.zeros((100, 5))
     assert np.isfinite(em_expected_counts(*args, bt, theta, out))
     assert np.isfinite(out).all() and not out[dead].any()
+    N, out = np.empty((30, 5)), np.zeros((100, 5))
+    ll = cvb0_estep(*args, bt, 0.1, 1e-12, 5000, N, False, out)[1]
+    N_live, out_live = np.empty((30, 5)), np.zeros((100, 5))
+    ll_live = cvb0_estep(Hl.indptr.astype(np.int64), Hl.indices.astype(np.int32), Hl.data, bt,
+                         0.1, 1e-12, 5000, N_live, False, out_live)[1]
+    np.testing.assert_allclose(N, N_live, atol=1e-8)
+    np.testing.assert_allclose(out, out_live, atol=1e-8)
+    np.testing.assert_allclose(ll, ll_live, rtol=1e-12)
+    assert np.isfinite(out).all() and not out[dead].any()
 
 
 # ----------------------------------------------------------------------------- refine_topics
@@ -153,19 +251,19 @@ def test_stops_on_convergence_and_passes_runs_exactly(corpus):
     A, d, vocab, _ = corpus
     start = _perturbed(A)
     res = refine_topics(start, _parts(d), vocab, tol=1e-4, max_passes=50)
-    f = np.asarray(res.objective_per_token)
+    f = np.asarray(res.loglik_per_token)
     rel = (f[1:] - f[:-1]) / np.abs(f[1:])
     assert res.converged and 2 <= res.passes < 50, res.passes
     assert len(f) == len(res.seconds) == len(res.theta_iterations) == res.passes
     assert rel[-1] < 1e-4 and (rel[:-1] >= 1e-4).all(), rel  # stopped at the first pass below
-    assert (np.diff(f) > 0).all(), f  # EM raises the objective (log-posterior)
-    iters = res.theta_iterations  # each pass' θ starts from the previous pass' θ
+    assert (np.diff(f) > 0).all(), f  # EM raises the likelihood
+    iters = res.theta_iterations  # each pass starts from the previous pass' topic counts
     assert iters[-1] < 0.5 * iters[0], iters
     looser = refine_topics(start, _parts(d), vocab, tol=1e-2)
     assert looser.passes < res.passes
     exact = refine_topics(start, _parts(d), vocab, passes=res.passes + 3)
-    assert exact.passes == len(exact.objective_per_token) == res.passes + 3
-    np.testing.assert_array_equal(exact.objective_per_token[:res.passes], f)  # same path
+    assert exact.passes == len(exact.loglik_per_token) == res.passes + 3
+    np.testing.assert_array_equal(exact.loglik_per_token[:res.passes], f)  # same path
     capped = refine_topics(start, _parts(d), vocab, tol=0.0, max_passes=4)
     assert capped.passes == 4 and not capped.converged
 
@@ -217,7 +315,7 @@ def test_deterministic_under_the_seed(corpus):
     one = refine_topics(_perturbed(A), _parts(d), vocab, **kw)
     two = refine_topics(_perturbed(A), _parts(d), vocab, **kw)
     np.testing.assert_array_equal(one.components, two.components)
-    assert one.objective_per_token == two.objective_per_token
+    assert one.loglik_per_token == two.loglik_per_token
     np.testing.assert_array_equal(one.sample_partition_indices, two.sample_partition_indices)
     other = refine_topics(_perturbed(A), _parts(d), vocab, seed=1, **kw)
     assert not np.array_equal(other.sample_partition_indices, one.sample_partition_indices)
@@ -252,7 +350,7 @@ def test_uninformative_and_zero_rows_get_topics(corpus):
     start[:, core] = A.T[:, core] * unigram[core].sum() / A.T[:, core].sum(axis=1, keepdims=True)
     start[:, core[::7]] = 0.0  # exact zeros, some words 0 in every topic
     res = refine_topics(start, _parts(d), vocab)
-    assert np.isfinite(res.components).all() and np.isfinite(res.objective_per_token).all()
+    assert np.isfinite(res.components).all() and np.isfinite(res.loglik_per_token).all()
     m = matched_l1(A, res.components.T)
     Bt = res.components[m.matching] / res.components[m.matching].sum(axis=0)
     At = A.T / np.maximum(A.T.sum(axis=0), 1e-300)
@@ -269,6 +367,8 @@ def test_refine_topics_api_and_errors(corpus, tmp_path):
     assert res.components.shape == (K, V + N_RARE) and len(res.seconds) == 1
     assert not res.converged  # one pass measures no change
     assert list((tmp_path / "scratch").iterdir()) == []  # its scratch is cleaned up
+    whole = refine_topics(A.T, _parts(d), vocab, passes=1, sample_tokens=None)
+    assert whole.sample_partitions == whole.partitions > 20 and not whole.full_pass
     for kw, msg in [({"passes": 0}, "passes=0"), ({"max_passes": 0}, "max_passes=0"),
                     ({"tol": -1.0}, "tol=-1.0"), ({"sample_tokens": 0}, "sample_tokens=0"),
                     ({"alpha": 0.0}, "alpha=0.0")]:
