@@ -225,7 +225,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     os.makedirs(work)
     cfg = {**CORPUS, "docs": args.docs, "words": args.words, "topics": args.topics}
     t_start = time.perf_counter()
-    result: dict[str, Any] = {"benchmark": "refinement", "machine": fitbench.machine_info(),
+    result: dict[str, Any] = {"benchmark": "refinement", "argv": sys.argv[1:],
+                              "machine": fitbench.machine_info(),
                               "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                               "target_ratio": TARGET_RATIO}
     try:

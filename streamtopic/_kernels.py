@@ -248,7 +248,7 @@ def _cvb0_responsibilities(
         b = beta_t[indices[e]]
         r = R[e - p0]
         for k in range(K):
-            r[k] = max(n_dk[k] + alpha - own * r[k], 0.0) * b[k]
+            r[k] = (n_dk[k] + alpha - own * r[k]) * b[k]  # >= 0: N_dk >= r[k], alpha > 0
         s = 0.0
         for k in range(K):  # a loop that only reads: its vectorised sum has one order
             s += r[k]
