@@ -91,7 +91,7 @@ sys.path.insert(0, HERE)
 import fit as fitbench  # benchmarks/fit.py: child runner, RSS polling, quiet wait
 
 # (name, extra arguments of `streamtopic fit`): the first is the reference whose tokens the
-# baselines train on. Add e.g. ("streamtopic-plain", ["--method", "plain"]) when the CLI has it.
+# baselines train on. Add e.g. ("streamtopic-plain", ["--method", "plain"]) for the paper's algorithm.
 STREAMTOPIC_METHODS: list[tuple[str, list[str]]] = [
     ("streamtopic", []),
 ]

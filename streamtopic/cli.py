@@ -304,7 +304,9 @@ def convert(
               help="Document frequency an anchor needs (default: 4 percent of the documents, at most 400, at least 10).")
 @click.option("--exact-anchors", is_flag=True, help="Find anchors on Q̄ itself (small V only).")
 @click.option("--no-cleanup", is_flag=True, help="Skip FastAnchorWords' cleanup pass.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random projection seed.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the random projection, the rectification and the refinement's "
+                   "sample.")
 @click.option("--format", "model_format", type=click.Choice(["zarr", "hdf5"]), default="zarr",
               show_default=True, help="Model file format.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
@@ -355,6 +357,16 @@ def fit(
     schedulers = dict(address=scheduler_address, scheduler_file=scheduler_file,
                       n_workers=n_workers, local=local_mode, quiet=quiet,
                       performance_report=performance_report)
+    model = AnchorTopicModel(
+        n_topics, method=method, recover=recover, rectify=rectify,
+        rectify_iters=rectify_iters, anchor_method=anchor_method, topic_topic=topic_topic,
+        memory_budget=None if memory_budget is None else memory_budget * 2**20,
+        refine_passes=_auto_or_int(refine_passes, "--refine-passes", ("auto",)),
+        core_size=_auto_or_int(core_size, "--core-size", ("auto", "all")),
+        sketch_dim=sketch_dim, anchor_min_df=anchor_min_df, exact_anchors=exact_anchors,
+        cleanup=not no_cleanup, seed=seed, progress=not quiet,
+    )
+    model._validate()  # a bad option is reported before a long ingest
     t0 = time.perf_counter()
     store = source
     if not is_store:
@@ -370,17 +382,7 @@ def fit(
             )
         click.echo(report.summary(), err=True)
     with scheduler_context(**schedulers, numeric=numeric or split):
-        model = AnchorTopicModel(
-            n_topics, method=method, recover=recover, rectify=rectify,
-            rectify_iters=rectify_iters, anchor_method=anchor_method, topic_topic=topic_topic,
-            memory_budget=None if memory_budget is None else memory_budget * 2**20,
-            refine_passes=_auto_or_int(refine_passes, "--refine-passes", ("auto",)),
-            core_size=_auto_or_int(core_size, "--core-size", ("auto", "all")),
-            sketch_dim=sketch_dim,
-            anchor_min_df=anchor_min_df,
-            exact_anchors=exact_anchors, cleanup=not no_cleanup, seed=seed,
-            progress=not quiet,
-        ).fit(store)
+        model.fit(store)
     model.save(output, format=model_format)
     diag = model.diagnostics_
     secs = ", ".join(f"{k} {v:.2f} s" for k, v in diag["seconds"].items())

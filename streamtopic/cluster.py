@@ -69,6 +69,13 @@ def current_client() -> Any | None:
 MEMORY_SHARE = 0.5
 
 
+def local_memory() -> int:
+    """Bytes of memory available to this process now."""
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
 def memory_budget() -> int:
     """The automatic memory budget in bytes: ``MEMORY_SHARE`` of the memory available now,
     or, with a distributed client, of the smallest worker memory limit (a worker without a
@@ -81,7 +88,7 @@ def memory_budget() -> int:
         for w in _workers(client).values():
             limit = w.get("memory_limit") or 0
             limits.append(int(limit) if limit else int(psutil.virtual_memory().total))
-    base = min(limits) if limits else int(psutil.virtual_memory().available)
+    base = min(limits) if limits else local_memory()
     return max(256 * 2**20, int(MEMORY_SHARE * base))
 
 

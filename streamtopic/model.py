@@ -1,7 +1,14 @@
 """``AnchorTopicModel``: the anchor-word topic model as a scikit-learn style estimator.
 
-``fit`` runs two Dask graphs over the stored Q, whose tasks read the blocks of Q they use
-themselves (:class:`~streamtopic.store.QBlocks`):
+The default ``method='rectified'`` reads the core vocabulary's block of Q into memory once
+(:meth:`~streamtopic.store.CooccurrenceStore.read_submatrix`) and runs the spectral stages
+there on threads (:func:`spectral_in_memory`): rectification, exact anchors, the fits and
+the topic-topic matrix; then EM over the corpus (:mod:`streamtopic.refinement`) refines the
+topics and gives every other word its row.
+
+On the whole vocabulary (``method='plain'``, or ``core_size='all'``) ``fit`` runs two Dask
+graphs over the stored Q, whose tasks read the blocks of Q they use themselves
+(:class:`~streamtopic.store.QBlocks`):
 
 1. *sketch*: row sums p and the projected sketch Q̄ P (V×d), from the blocks on and above
    the diagonal (Q is symmetric), written by the workers to a scratch zarr group inside the
@@ -229,7 +236,8 @@ class AnchorTopicModel:
     refine_passes : 'auto' or int, optional
         EM over the training corpus after the spectral fit (:mod:`streamtopic.refinement`):
         'auto' runs until the training likelihood converges, working on a sample of the
-        corpus plus at most one full pass; a number runs exactly that many passes; 0 none.
+        corpus plus at most one full pass; a number runs exactly that many passes (on the
+        sample too, then the full pass when the corpus is larger); 0 none.
         The corpus is read from the inputs recorded in the store. Method's choice: 'auto'
         (rectified), 0 (plain).
     core_size : 'auto', 'all' or int, optional
@@ -248,13 +256,17 @@ class AnchorTopicModel:
     cleanup : bool
         Run FastAnchorWords' cleanup pass.
     tol : float, optional
-        Solver tolerance on the duality gap (default 1e-7 relative for L2, 1e-6 nats for KL).
+        Solver tolerance on the duality gap (default 1e-7 relative for L2, 1e-10 for the
+        active set, 1e-6 nats for KL).
     max_iter : int, optional
-        Solver iteration cap (default 5000 for L2, 1000 for KL).
+        Solver iteration cap (default 5000 for L2, 3K + 10 for the active set, 1000 for KL).
     block_rows : int, optional
         Word rows per recovery task (default: from the store's chunk size and V).
     seed : int, optional
-        Seed of the random projection; the fit is deterministic given it.
+        Seed of the random projection, of the rectification's eigensolver and of the
+        refinement's sample; the fit is deterministic given it (an automatic core depends on
+        the memory budget only when the budget is below ``CORE_COPIES`` copies of its
+        max(2000, 40·K) words: set ``memory_budget`` or ``core_size`` to pin it).
     progress : bool
         Show Dask progress bars.
 
@@ -349,6 +361,8 @@ class AnchorTopicModel:
         if self.method not in METHODS:
             raise ValueError(f"method={self.method!r}: expected one of {', '.join(METHODS)}")
         chosen = {name: getattr(self, name) for name in METHODS[self.method]}
+        if self.exact_anchors and chosen["anchor_method"] is None:
+            chosen["anchor_method"] = "sketch"  # FastAnchorWords on the exact rows of Q̄
         s = _Settings(**{k: (METHODS[self.method][k] if v is None else v)
                          for k, v in chosen.items()})
         if s.recover not in RECOVER_METHODS:
@@ -368,8 +382,11 @@ class AnchorTopicModel:
             raise ValueError(f"refine_passes={rp!r}: must be 'auto' or an integer >= 0")
         cs = s.core_size
         if cs not in ("auto", "all") and (not isinstance(cs, (int, np.integer))
-                                          or isinstance(cs, bool) or cs < K):
-            raise ValueError(f"core_size={cs!r}: must be 'auto', 'all' or an integer >= n_topics")
+                                          or isinstance(cs, bool) or cs <= K):
+            raise ValueError(f"core_size={cs!r}: must be 'auto', 'all' or an integer > n_topics")
+        if self.core_size not in (None, "all") and rp == 0:
+            raise ValueError(f"core_size={self.core_size!r} needs refinement, which gives the "
+                             "words outside the core their rows: refine_passes must not be 0")
         mb = self.memory_budget
         if mb is not None and (not isinstance(mb, (int, np.integer)) or isinstance(mb, bool)
                                or mb < 1):
@@ -482,11 +499,15 @@ class AnchorTopicModel:
         size = self._s.core_size
         if size == "all" or not refining or not store.counts_known:
             return None
-        if size == "auto":
-            size = min(max(CORE_MIN, CORE_PER_TOPIC * int(self.n_topics)),
-                       int(np.sqrt(self._budget / (8 * CORE_COPIES))))
+        K = int(self.n_topics)
+        if size == "auto":  # the core is held here, so this process' memory sizes it
+            from .cluster import MEMORY_SHARE, local_memory
+
+            budget = (int(self.memory_budget) if self.memory_budget is not None
+                      else int(MEMORY_SHARE * local_memory()))
+            size = max(2 * K, min(max(CORE_MIN, CORE_PER_TOPIC * K),
+                                  int(np.sqrt(budget / (8 * CORE_COPIES)))))
         df = np.asarray(store.doc_freq)
-        size = max(int(size), int(self.n_topics))
         if size >= int((df > 0).sum()):
             return None
         order = np.argsort(-df, kind="stable")[:size]
@@ -1052,7 +1073,9 @@ class AnchorTopicModel:
             raise
         except Exception as exc:  # foreign files: zarr/h5py raise many kinds
             raise ModelError(f"{path}: not a streamtopic model ({exc})") from exc
-        model = cls(**meta["params"])
+        params = dict(meta["params"])
+        params.setdefault("method", "plain")  # saved before methods existed: what ran then
+        model = cls(**params)
         model.components_ = arrays["components"]
         model.anchors_ = arrays["anchors"].astype(np.int64)
         model.topic_prevalence_ = arrays["topic_prevalence"]
@@ -1159,11 +1182,14 @@ def spectral_in_memory(
     seconds["anchors"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     S = res.anchors
-    C, solver = _recover_in_memory(Q, Qbar, norms, p, S, settings.recover, tol, max_iter)
-    weighted = C * p[:, None]  # Bayes' rule: p(w | z) ∝ p(z | w) p(w)
-    mass = weighted.sum(axis=0)
-    A = weighted / np.where(mass > 0, mass, 1.0)[None, :]
-    prevalence = mass / mass.sum()
+    if settings.recover == "original":
+        A, prevalence, solver = _recover_original_in_memory(Q, p, S)
+    else:
+        C, solver = _recover_in_memory(Q, Qbar, norms, p, S, settings.recover, tol, max_iter)
+        weighted = C * p[:, None]  # Bayes' rule: p(w | z) ∝ p(z | w) p(w)
+        mass = weighted.sum(axis=0)
+        A = weighted / np.where(mass > 0, mass, 1.0)[None, :]
+        prevalence = mass / mass.sum()
     if settings.topic_topic == "anchor":
         R = anchor_topic_cooccurrence(A, S, Q[np.ix_(S, S)])
     else:
@@ -1189,12 +1215,6 @@ def _recover_in_memory(
 
     K = S.size
     fitted = p > 0
-    if method == "original":
-        A_un, _ = recover_original(Q[:, S], Q[np.ix_(S, S)], p[S])
-        C = A_un / np.where(p > 0, p, 1.0)[:, None]
-        C /= np.where(C.sum(axis=1) > 0, C.sum(axis=1), 1.0)[:, None]
-        n = int(fitted.sum())
-        return C, {"method": method, "converged": n, "fitted": n, "max_gap": 0.0}
     if method in KERNEL_SOLVERS:
         tol = (1e-10 if method == "activeset" else 1e-7) if tol is None else tol
         max_iter = (3 * K + 10 if method == "activeset" else 5000) if max_iter is None \
@@ -1218,6 +1238,22 @@ def _recover_in_memory(
     return C, {"method": method, "tol": tol, "converged": int((conv & fitted).sum()),
                "fitted": int(fitted.sum()),
                "max_gap": float(gap[fitted].max()) if fitted.any() else 0.0}
+
+
+def _recover_original_in_memory(
+    Q: np.ndarray, p: np.ndarray, S: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """The original Recover on Q (n×n) held in memory: A (n×K, columns normalised), p(z)
+    (the simplex weights that best explain p(w) = Σ_k A_wk p(z=k), by NNLS) and the record."""
+    from scipy.optimize import nnls
+
+    A_un, _ = recover_original(Q[:, S], Q[np.ix_(S, S)], p[S])
+    col = A_un.sum(axis=0)
+    A = A_un / np.where(col > 0, col, 1.0)
+    w, _ = nnls(A, p)
+    prevalence = w / w.sum() if w.sum() > 0 else np.full(S.size, 1.0 / S.size)
+    n = int((p > 0).sum())
+    return A, prevalence, {"method": "original", "converged": n, "fitted": n, "max_gap": 0.0}
 
 
 def _refine_diagnostics(refined: Any) -> dict[str, Any]:

@@ -63,12 +63,13 @@ def test_plain_is_one_option_away(corpus):
     np.testing.assert_array_equal(m.components_, explicit.components_)
 
 
-def test_core_stages_in_memory_equal_the_store_path(corpus):
+@pytest.mark.parametrize("recover", ["activeset", "original"])
+def test_core_stages_in_memory_equal_the_store_path(corpus, recover):
     """On the whole vocabulary, the in-memory stages (the core's) give the store path's
     rectified model: the same anchors, the same topics."""
     _, store_path = corpus
     store = st.CooccurrenceStore.open(store_path)
-    kw = dict(rectify="ap", anchor_method="qr", recover="activeset", topic_topic="anchor")
+    kw = dict(rectify="ap", anchor_method="qr", recover=recover, topic_topic="anchor")
     ref = AnchorTopicModel(K, method="plain", seed=0, anchor_min_df=0, **kw).fit(store_path)
     Q = store.read_dense()
     Q /= Q.sum()
@@ -76,6 +77,7 @@ def test_core_stages_in_memory_equal_the_store_path(corpus):
     got = spectral_in_memory(Q, K, s, seed=0, seconds={})
     np.testing.assert_array_equal(got.anchors.anchors, ref.anchors_)
     np.testing.assert_allclose(got.A.T, ref.components_, atol=1e-9)
+    np.testing.assert_allclose(got.prevalence, ref.topic_prevalence_, atol=1e-9)
     np.testing.assert_allclose(got.R, ref.topic_cooccurrence_, atol=1e-9)
 
 
@@ -123,7 +125,9 @@ def test_refinement_auto_is_skipped_without_a_corpus(tmp_path, caplog):
     ({"core_size": "some"}, "core_size="),
     ({"refine_passes": "often"}, "refine_passes="),
     ({"memory_budget": 0}, "memory_budget="),
-    ({"exact_anchors": True}, "exact_anchors"),  # the default anchors are already exact
+    ({"exact_anchors": True, "anchor_method": "qr"}, "exact_anchors"),  # two exact methods
+    ({"core_size": 300, "refine_passes": 0}, "needs refinement"),
+    ({"core_size": K}, "core_size="),
 ])
 def test_bad_parameters_are_named(corpus, kw, match):
     _, store_path = corpus
@@ -193,3 +197,39 @@ def test_a_named_scheduler_runs_every_stage(monkeypatch, tmp_path):
     calls = _recorded_schedulers(monkeypatch, tmp_path, ["--local", "cluster"])
     assert [c["numeric"] for c in calls] == [False, False]
     assert all(c["local"] == "cluster" for c in calls)
+
+
+def test_exact_anchors_under_the_default_search_exact_rows(corpus):
+    _, store_path = corpus
+    m = AnchorTopicModel(K, seed=0, exact_anchors=True, core_size=250).fit(store_path)
+    assert m.diagnostics_["settings"]["anchor_method"] == "sketch"
+    assert m.diagnostics_["cleanup_sweeps"] >= 1  # FastAnchorWords ran, on the exact rows
+
+
+def test_a_model_saved_before_methods_existed_loads_as_plain(corpus, tmp_path):
+    import zarr
+
+    _, store_path = corpus
+    m = AnchorTopicModel(K, method="plain", seed=0).fit(store_path)
+    m.save(tmp_path / "m.zarr")
+    root = zarr.open_group(tmp_path / "m.zarr", mode="r+")
+    meta = dict(root.attrs["streamtopic_model"])
+    meta["params"] = {k: v for k, v in meta["params"].items() if k not in ("method", "core_size")}
+    meta["params"].update(recover="l2", rectify="none", anchor_method="sketch",
+                          topic_topic="pinv", refine_passes=0, memory_budget=2 * 2**30)
+    root.attrs["streamtopic_model"] = meta
+    old = AnchorTopicModel.load(tmp_path / "m.zarr")
+    assert old.method == "plain"
+    np.testing.assert_array_equal(old.fit(store_path).components_, m.components_)
+
+
+def test_cli_reports_a_bad_fit_option_before_ingesting(tmp_path):
+    from click.testing import CliRunner
+
+    from streamtopic import cli
+
+    (tmp_path / "docs.txt").write_text("alpha beta gamma\n" * 10)
+    res = CliRunner().invoke(cli.main, ["fit", str(tmp_path / "docs.txt"), "-k", "20", "-q",
+                                        "-o", str(tmp_path / "m.zarr"), "--core-size", "5"])
+    assert res.exit_code != 0 and "core_size=5" in res.output
+    assert not (tmp_path / "m.zarr.store").exists()  # nothing was ingested
