@@ -319,6 +319,16 @@ def _emit(**ev: Any) -> None:
     sys.stdout.flush()
 
 
+def write_result(result: dict[str, Any], path: str) -> str:
+    """Write a benchmark's JSON record to ``path`` (aside, then renamed) and return its text."""
+    text = json.dumps(result, indent=2, default=_jsonable)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".partial", "w") as fh:
+        fh.write(text + "\n")
+    os.replace(path + ".partial", path)
+    return text
+
+
 def _jsonable(o: Any) -> Any:
     if isinstance(o, np.integer):
         return int(o)
@@ -889,11 +899,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if own:
                 shutil.rmtree(workdir, ignore_errors=True)
     result["benchmark_seconds"] = time.perf_counter() - t_start
-    text = json.dumps(result, indent=2, default=_jsonable)
-    print(text)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as fh:
-        fh.write(text + "\n")
+    print(write_result(result, args.out))
     return result
 
 

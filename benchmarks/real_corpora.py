@@ -806,12 +806,7 @@ def machine() -> dict[str, Any]:
 
 def write(result: dict[str, Any], path: str) -> str:
     result["table"] = table(result)
-    text = json.dumps(result, indent=2, default=fitbench._jsonable)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".partial", "w") as fh:
-        fh.write(text + "\n")
-    os.replace(path + ".partial", path)
-    return text
+    return fitbench.write_result(result, path)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

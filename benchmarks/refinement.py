@@ -250,11 +250,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if args.clean:
             shutil.rmtree(workdir, ignore_errors=True)
     result["benchmark_seconds"] = time.perf_counter() - t_start
-    text = json.dumps(result, indent=2, default=fitbench._jsonable)
-    print(text)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as fh:
-        fh.write(text + "\n")
+    print(fitbench.write_result(result, args.out))
     return result
 
 

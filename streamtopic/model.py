@@ -845,14 +845,8 @@ class AnchorTopicModel:
                               progress=self.progress, label="anchor rows",
                               bytes_read=src.stored_bytes(g.y_blocks()))
             Q_SS = np.asarray(gram)[:, K:]
-            A_un, _ = recover_original(zarr.open_array(ypath, mode="r")[:], Q_SS, p[anchors])
-            col = A_un.sum(axis=0)
-            A = A_un / np.where(col > 0, col, 1.0)
-            # p(z): the simplex weights that best explain p(w) = Σ_k A_wk p(z=k)
-            from scipy.optimize import nnls
-
-            w, _ = nnls(A, p)
-            prevalence = w / w.sum() if w.sum() > 0 else np.full(K, 1.0 / K)
+            A, prevalence = _original_topics(
+                recover_original(zarr.open_array(ypath, mode="r")[:], Q_SS, p[anchors])[0], p)
             n_fit = int((p > 0).sum())
             AtQA = None
             if self._s.topic_topic != "anchor":
@@ -1240,18 +1234,23 @@ def _recover_in_memory(
                "max_gap": float(gap[fitted].max()) if fitted.any() else 0.0}
 
 
-def _recover_original_in_memory(
-    Q: np.ndarray, p: np.ndarray, S: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """The original Recover on Q (n×n) held in memory: A (n×K, columns normalised), p(z)
-    (the simplex weights that best explain p(w) = Σ_k A_wk p(z=k), by NNLS) and the record."""
+def _original_topics(A_un: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A (V×K) and p(z) (K,) from the original Recover's unnormalised A_un (V×K): its columns
+    normalised, and p(z) the simplex weights that best explain p(w) = Σ_k A_wk p(z=k) (NNLS)."""
     from scipy.optimize import nnls
 
-    A_un, _ = recover_original(Q[:, S], Q[np.ix_(S, S)], p[S])
     col = A_un.sum(axis=0)
     A = A_un / np.where(col > 0, col, 1.0)
     w, _ = nnls(A, p)
-    prevalence = w / w.sum() if w.sum() > 0 else np.full(S.size, 1.0 / S.size)
+    K = A.shape[1]
+    return A, (w / w.sum() if w.sum() > 0 else np.full(K, 1.0 / K))
+
+
+def _recover_original_in_memory(
+    Q: np.ndarray, p: np.ndarray, S: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """The original Recover on Q (n×n) held in memory: A (n×K), p(z) and the record."""
+    A, prevalence = _original_topics(recover_original(Q[:, S], Q[np.ix_(S, S)], p[S])[0], p)
     n = int((p > 0).sum())
     return A, prevalence, {"method": "original", "converged": n, "fitted": n, "max_gap": 0.0}
 
