@@ -277,7 +277,7 @@ def shared_tokens(store_path: str, test_input: str, outdir: str,
     import scipy.sparse as sp
 
     from streamtopic import CooccurrenceStore
-    from streamtopic.corpus import recorded_corpus
+    from streamtopic.corpus import read_as_recorded, recorded_corpus
 
     store = CooccurrenceStore.open(store_path)
     vocab = list(store.vocab)
@@ -286,7 +286,7 @@ def shared_tokens(store_path: str, test_input: str, outdir: str,
         raise RuntimeError(f"{store_path}: none of its recorded inputs exists")
     # the test file, read exactly as the (first) training source was recorded
     test_src = [{**store.sources[0], "path": os.path.abspath(test_input)}]
-    test = recorded_corpus(SimpleNamespace(config=store.config, sources=test_src))
+    test = read_as_recorded(store.config, test_src)
     t0 = time.perf_counter()
     H_train, s_train = bag_of_words(train, vocab, scheduler=scheduler or _scheduler_for(train))
     H_test, s_test = bag_of_words(test, vocab, min_tokens=0,

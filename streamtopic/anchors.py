@@ -288,6 +288,11 @@ def find_anchors(
     candidates = np.asarray(candidates, dtype=np.int64)
     _check_n_topics(K, candidates.size)
     Xc = np.asarray(X[candidates], dtype=np.float64)
+    if K > Xc.shape[1]:  # K points in d < K dimensions are never linearly independent
+        raise ValueError(
+            f"n_topics={K} exceeds the sketch dimension {Xc.shape[1]}: sketch_dim "
+            "(--sketch-dim) must be at least the number of topics K"
+        )
     points = Xc.astype(np.float32) if precision == "single" else Xc
     with _row_products(points) as times:
         greedy_local = _greedy(Xc, K, times)

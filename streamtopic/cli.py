@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import logging
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -89,16 +92,60 @@ def _numeric_inputs(inputs: Sequence[str], fmt: str) -> bool:
         return False  # the ingest itself reports the error
 
 
+#: Errors of writing that an OS error may carry without a file name (a full disk, a quota, a
+#: read-only file system, a file size limit): the message names what the command writes.
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+
+
+def _writing(*paths: str | None) -> None:
+    """Declare what the running command writes, for an OS error that names no file."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta["streamtopic.writes"] = [p for p in paths if p]
+
+
+def _os_error_message(exc: OSError) -> str:
+    """One line for an OS error: ``PATH: reason`` (``x.store/zarr.json: Permission denied``).
+
+    An error of writing that names no file (zarr raises a full disk so) names the paths the
+    command declared it writes (:func:`_writing`)."""
+    if exc.strerror is None:  # raised with a message of its own
+        return str(exc)
+    paths = [os.fsdecode(p) for p in (exc.filename, exc.filename2) if p is not None]
+    if not paths and exc.errno in _WRITE_ERRNOS:
+        ctx = click.get_current_context(silent=True)
+        paths = list(ctx.meta.get("streamtopic.writes", [])) if ctx is not None else []
+    return f"{', '.join(paths)}: {exc.strerror}" if paths else exc.strerror
+
+
+def _reader_gone() -> NoReturn:
+    """Stop quietly because the reader of the output has gone (``streamtopic info | head -1``),
+    as Unix tools do: no message, and the exit status of a process ended by SIGPIPE (141).
+    Standard output goes to the null device, so that the flush at exit cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor (a test runner's stream)
+        pass
+    raise SystemExit(128 + signal.SIGPIPE)
+
+
 def _errors(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn the library's errors into clear one-line messages and exit status 1."""
+    """Turn the library's errors and OS errors (permission denied, a full disk, a read-only
+    file system, ...) into clear one-line messages that name the path, and exit status 1;
+    a closed output pipe ends the command quietly (:func:`_reader_gone`)."""
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return f(*args, **kwargs)
-        except (CorpusError, StoreError, ValueError, FileNotFoundError, ConnectionError,
-                TypeError) as exc:
+        except BrokenPipeError:
+            _reader_gone()
+        except (CorpusError, StoreError, ValueError, ConnectionError, TypeError) as exc:
             raise click.ClickException(str(exc)) from None
+        except OSError as exc:
+            raise click.ClickException(_os_error_message(exc)) from None
 
     return wrapper
 
@@ -156,6 +203,7 @@ def ingest(
     """
     from .cooccurrence import ingest as do_ingest
 
+    _writing(store_path)
     with scheduler_context(
         scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
         numeric=_numeric_inputs(inputs, fmt), quiet=quiet,
@@ -176,11 +224,15 @@ def ingest(
 @_errors
 def info(store_path: str, as_json: bool) -> None:
     """Describe a co-occurrence store: V, documents, tokens, density, size, sources."""
+    from .rectification import cache_bytes, cache_entries
     from .store import CooccurrenceStore
 
     summary = CooccurrenceStore.open(store_path).info()
+    summary["cache_bytes"] = cache_bytes(store_path)
+    n_cached = len(cache_entries(store_path))
     if as_json:
         click.echo(json.dumps(summary, indent=2))
+        _fail_if_missing(summary)
         return
     rows = [
         ("store", summary["path"]),
@@ -196,6 +248,8 @@ def info(store_path: str, as_json: bool) -> None:
         ("blocks stored", f"{summary['blocks_stored']} of {summary['blocks_total']} "
                           f"({summary['chunk_size']}×{summary['chunk_size']})"),
         ("size on disk", _human(summary["bytes_on_disk"])),
+        ("rectified cache", (f"{_human(summary['cache_bytes'])} in {n_cached} "
+                             f"array{'' if n_cached == 1 else 's'} (clear-cache frees it)")),
     ]
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
@@ -206,6 +260,42 @@ def info(store_path: str, as_json: bool) -> None:
             f"  v{s['version']}  {s['path']}  [{s['format']}]  {s['n_docs']:,} docs, "
             f"{s['n_tokens']:,} tokens, sha256 {s['sha256'][:12]}"
         )
+    _fail_if_missing(summary)
+
+
+def _fail_if_missing(summary: dict[str, Any]) -> None:
+    """Exit 1, after the summary, when blocks the store recorded are gone."""
+    missing = summary["missing_blocks"]
+    if missing:
+        i, j, v = missing[0]
+        raise click.ClickException(
+            f"{summary['path']}: damaged: {len(missing)} block(s) of Q recorded with non-zeros "
+            f"are missing (first: block ({i}, {j}) of version {v}); run `streamtopic verify`"
+        )
+
+
+@main.command()
+@click.argument("store_path", type=click.Path())
+@click.option("--inputs", "check_inputs", is_flag=True,
+              help="Also check that every recorded input exists with its recorded content.")
+@_errors
+def verify(store_path: str, check_inputs: bool) -> None:
+    """Check a co-occurrence store for damage: read and checksum every stored block of Q,
+    compare its non-zeros with the store's record, check the counts, that Q sums to the
+    document count, and the manifest's digest. Exits 1 if anything is wrong."""
+    from .store import CooccurrenceStore
+
+    with CooccurrenceStore.open(store_path) as store:
+        problems = store.verify(inputs=check_inputs)
+        blocks = int((store.block_versions > 0).sum())
+        what = f"{store.path} (version {store.version}, {blocks} stored blocks)"
+    if not problems:
+        click.echo(f"ok: {what}")
+        return
+    click.echo(f"damaged: {what}")
+    for p in problems:
+        click.echo(f"  {p}")
+    raise SystemExit(1)
 
 
 def _human(n: float) -> str:
@@ -241,6 +331,7 @@ def convert(
 
     if os.path.exists(output):
         raise click.ClickException(f"{output}: already exists")
+    _writing(output)
     corpus = read_corpus(
         list(inputs), format=fmt, vocab=vocab, text_field=text_field,
         tokenizer=Tokenizer(stop_words=stop_words), strip_headers=strip_headers,
@@ -320,6 +411,10 @@ def convert(
 @click.option("--min-df", type=click.IntRange(min=1), default=None, help="See ingest.")
 @click.option("--max-df", type=float, default=None, help="See ingest.")
 @click.option("--keep-n", type=click.IntRange(min=1), default=None, help="See ingest.")
+@click.option("--scratch", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Directory for the fit's scratch files (shared by the workers on a "
+                   "cluster); nothing but the rectified cache is written into the store. "
+                   "[default: the directory of OUTPUT]")
 @_stop_words_option
 @_strip_headers_option
 @_scheduler_options
@@ -331,8 +426,8 @@ def fit(
     core_size: str | None, sketch_dim: int,
     anchor_min_df: int | None, exact_anchors: bool, no_cleanup: bool, seed: int,
     model_format: str, top: int, store_path: str | None, fmt: str, vocab: str | None,
-    min_df: int | None, max_df: float | None, keep_n: int | None, stop_words: str | None,
-    strip_headers: bool,
+    min_df: int | None, max_df: float | None, keep_n: int | None, scratch: str | None,
+    stop_words: str | None, strip_headers: bool,
     scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
     local_mode: str, quiet: bool, performance_report: str | None,
 ) -> None:
@@ -348,6 +443,9 @@ def fit(
     from .store import CooccurrenceStore
 
     is_store = CooccurrenceStore.is_store(source)
+    if not is_store:
+        _check_raw_input(source)
+    _writing(output)
     numeric = is_store or _numeric_inputs([source], fmt)
     # the scheduler per stage: tokenising text wants the process cluster, the numerical
     # stages threads (they release the GIL and share memory); a named scheduler or --local
@@ -365,12 +463,14 @@ def fit(
         core_size=_auto_or_int(core_size, "--core-size", ("auto", "all")),
         sketch_dim=sketch_dim, anchor_min_df=anchor_min_df, exact_anchors=exact_anchors,
         cleanup=not no_cleanup, seed=seed, progress=not quiet,
+        scratch_dir=scratch if scratch is not None else os.path.dirname(os.path.abspath(output)),
     )
     model._validate()  # a bad option is reported before a long ingest
     t0 = time.perf_counter()
     store = source
     if not is_store:
         store = store_path or f"{output.rstrip('/')}.store"
+        _writing(store, output)
         existing = os.path.exists(store)
         with scheduler_context(**schedulers, numeric=numeric):
             report = do_ingest(
@@ -406,6 +506,58 @@ def fit(
             )
     for line in top_words_table(model, top):
         click.echo(line)
+
+
+_MODEL_ARRAYS = ("components", "anchors", "word_probability")
+
+
+def _check_raw_input(source: str) -> None:
+    """Refuse a ``fit`` SOURCE that is no co-occurrence store but is no raw input either: a
+    saved model, or a directory laid out like a store or a model that does not open. Read as
+    text, their files would give a model of zarr metadata."""
+    from .model import AnchorTopicModel, ModelError
+    from .store import CooccurrenceStore, looks_like_store
+
+    is_dir = os.path.isdir(source)
+    maybe_model = is_dir or (os.path.isfile(source) and _hdf5_signature(source))
+    if maybe_model and AnchorTopicModel._is_model(source):
+        raise click.ClickException(
+            f"{source}: is a saved topic model, not a co-occurrence store or a corpus"
+        )
+    arrays = [os.path.join(source, a, "zarr.json") for a in _MODEL_ARRAYS]
+    if is_dir and any(os.path.isfile(a) for a in arrays):
+        try:
+            AnchorTopicModel.load(source)
+        except ModelError as exc:
+            raise click.ClickException(
+                f"{source}: looks like a saved topic model but does not load, so it is not "
+                f"read as raw input: {_reason(exc, source)}"
+            ) from None
+    if looks_like_store(source):
+        try:
+            CooccurrenceStore.open(source, lease=False)
+        except StoreError as exc:
+            raise click.ClickException(
+                f"{source}: looks like a co-occurrence store but does not open, so it is not "
+                f"read as raw input: {_reason(exc, source)}"
+            ) from None
+
+
+def _hdf5_signature(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(8) == b"\x89HDF\r\n\x1a\n"
+    except OSError:
+        return False
+
+
+def _reason(exc: Exception, path: str) -> str:
+    """An error's message without the path it starts with."""
+    msg = str(exc)
+    for p in (os.path.abspath(path), path):
+        if msg.startswith(f"{p}: "):
+            return msg[len(p) + 2:]
+    return msg
 
 
 @main.command()
@@ -448,6 +600,7 @@ def split_cmd(
     from .vocabulary import Tokenizer
 
     train, test = f"{prefix}.train.h5", f"{prefix}.test.h5"
+    _writing(train, test)
     for path in (train, test):
         if os.path.exists(path):
             raise click.ClickException(f"{path}: already exists")
@@ -503,6 +656,7 @@ def evaluate(
     from .store import CooccurrenceStore
     from .vocabulary import Tokenizer
 
+    _writing(output)
     model = AnchorTopicModel.load(model_path)
     store_path = model.diagnostics_.get("store", {}).get("path")
     store = (CooccurrenceStore.open(store_path)
@@ -602,6 +756,7 @@ def synth(
 
     if model_path is None and (n_words is None or n_topics is None):
         raise click.ClickException("give --model, or both --words and --topics")
+    _writing(output)
 
     def show(done: int, total: int) -> None:
         if not quiet:
@@ -623,9 +778,28 @@ def synth(
 
 
 @main.command("demo-path")
+@_errors
 def demo_path() -> None:
     """Print the path of the bundled demo corpus (UCI KOS)."""
     click.echo(bundled_corpus())
+
+
+@main.command("clear-cache")
+@click.argument("store_path", type=click.Path())
+@_errors
+def clear_cache_cmd(store_path: str) -> None:
+    """Remove the rectified arrays cached in the store STORE_PATH (fits running now keep
+    theirs) and what killed fits left there; print what was freed."""
+    from .rectification import cache_entries, clear_cache
+
+    before = cache_entries(store_path)
+    freed = clear_cache(store_path)
+    left = {e["key"] for e in cache_entries(store_path)}
+    for e in before:
+        if e["key"] not in left:
+            click.echo(f"removed {e['key']} ({_human(e['bytes'])})")
+    kept = f"; {len(left)} in use kept" if left else ""
+    click.echo(f"{store_path}: freed {_human(freed)}{kept}")
 
 
 def run() -> None:

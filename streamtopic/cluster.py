@@ -253,8 +253,11 @@ def scheduler(
     from distributed import Client, LocalCluster
 
     n = n_workers or max(1, os.cpu_count() or 1)
-    if not log.isEnabledFor(logging.INFO):
-        logging.getLogger("distributed").setLevel(logging.ERROR)
+    # Dask's own logs (a worker's "Compute Failed" with its traceback, before the one-line
+    # error the command reports) only with -v
+    verbose = log.isEnabledFor(logging.INFO)
+    if not verbose:
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
     if local == "inproc":
         # one worker in this process, one thread per core: no pickling or transfers between
         # tasks; right for numerical work that releases the GIL
@@ -263,12 +266,27 @@ def scheduler(
         kwargs = {"n_workers": n, "threads_per_worker": 1, "processes": True}
     with dask.config.set(CLUSTER_CONFIG):  # read as the scheduler and workers start
         cluster = LocalCluster(
-            dashboard_address=_dashboard_address(), silence_logs=logging.ERROR, **kwargs
+            dashboard_address=_dashboard_address(),
+            silence_logs=logging.ERROR if verbose else logging.CRITICAL, **kwargs
         )
     with cluster, Client(cluster) as client:
+        if not verbose:
+            _silence_workers(client)
         _announce(client, quiet)
         with _report(performance_report):
             yield client
+
+
+def _silence_workers(client: Any) -> None:
+    """Silence the logs of the client's workers (which ``LocalCluster(silence_logs=...)``
+    leaves on in worker processes), now and in any worker that starts later."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class SilentLogs(WorkerPlugin):
+        def setup(self, worker: Any) -> None:
+            logging.getLogger("distributed").setLevel(logging.CRITICAL)
+
+    client.register_plugin(SilentLogs(), name="streamtopic-silent-logs")
 
 
 @contextmanager
@@ -317,26 +335,72 @@ def compute(
     with _one_blas_thread(client):
         if client is not None:
             futures = client.compute(list(collections), optimize_graph=optimize_graph)
-            if show:
-                from contextlib import redirect_stdout
+            try:
+                if show:
+                    from contextlib import redirect_stdout
 
-                from distributed import progress as dprogress
+                    from distributed import progress as dprogress
 
-                with redirect_stdout(sys.stderr):  # progress bars never mix with results
-                    dprogress(futures, notebook=False)
-                print(file=sys.stderr, flush=True)
-            results = tuple(client.gather(futures))
-        elif show:
-            from dask.diagnostics import ProgressBar
-
-            with ProgressBar(out=sys.stderr):
-                results = dask.compute(*collections, optimize_graph=optimize_graph)
+                    with redirect_stdout(sys.stderr):  # progress bars never mix with results
+                        dprogress(futures, notebook=False)
+                    print(file=sys.stderr, flush=True)
+                results = tuple(client.gather(futures))
+            except BaseException:
+                _settle(client, futures)
+                raise
         else:
-            results = dask.compute(*collections, optimize_graph=optimize_graph)
+            with _own_threads(collections) as kwargs:
+                if show:
+                    from dask.diagnostics import ProgressBar
+
+                    with ProgressBar(out=sys.stderr):
+                        results = dask.compute(*collections, optimize_graph=optimize_graph,
+                                               **kwargs)
+                else:
+                    results = dask.compute(*collections, optimize_graph=optimize_graph, **kwargs)
     read = f", {bytes_read / 2**20:.1f} MiB read" if bytes_read is not None else ""
     log.info("%s: %.2f s, %d tasks%s", label or "compute", time.perf_counter() - t0, n_tasks,
              read)
     return results
+
+
+@contextmanager
+def _own_threads(collections: Sequence[Any]) -> Iterator[dict[str, Any]]:
+    """For Dask's threaded scheduler, a thread pool of this computation's own, waited for
+    when it ends: when a task fails, ``dask.compute`` raises at once while its other running
+    tasks go on, and a caller that cleans up after the failure (removes a half-written
+    store) must not have them write after it. Other schedulers run as configured."""
+    import dask
+    import dask.threaded
+    from dask.base import get_scheduler
+
+    if get_scheduler(collections=_collections(collections)) is not dask.threaded.get:
+        yield {}
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(dask.config.get("num_workers", None) or usable_cores())
+    try:
+        yield {"scheduler": "threads", "pool": pool}
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _settle(client: Any, futures: Sequence[Any], timeout: float = 60.0) -> None:
+    """After a failed computation on a cluster: cancel its futures and wait (up to
+    ``timeout`` seconds) until none of its tasks still runs on a worker, for the reason
+    :func:`_own_threads` gives."""
+    keys = {str(f.key) for f in futures}
+    try:
+        client.cancel(list(futures))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            busy = client.processing()
+            if not any(str(k) in keys for ks in busy.values() for k in ks):
+                return
+            time.sleep(0.05)
+    except Exception:  # a cluster that is gone runs nothing
+        return
 
 
 def persist(items: Any, progress: bool = True, label: str = "") -> Any:

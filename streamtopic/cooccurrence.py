@@ -276,7 +276,7 @@ def _store_index(path: str, uid: str) -> dict[str, int]:
     key = (path, uid)
     index = _STORE_INDEX.get(key)
     if index is None:
-        index = {t: i for i, t in enumerate(CooccurrenceStore.open(path).vocab)}
+        index = {t: i for i, t in enumerate(CooccurrenceStore.open(path, lease=False).vocab)}
         _STORE_INDEX.clear()
         _STORE_INDEX[key] = index
     return index
@@ -648,7 +648,8 @@ class IngestReport:
     n_docs, n_tokens : int
         Documents and tokens added (documents with >= 2 tokens in the vocabulary).
     n_skipped_docs : int
-        Documents with fewer than 2 in-vocabulary tokens (including empty ones).
+        Documents with fewer than 2 in-vocabulary tokens (including empty ones, and the
+        ``n_absent_docs``), as the store counts them in its ``n_skipped_docs``.
     n_oov_tokens : int
         Tokens not in the store's vocabulary (pruned or out of a frozen vocabulary).
     n_replaced_bytes : int
@@ -659,6 +660,9 @@ class IngestReport:
     skipped_inputs : list of str
         Inputs already in the manifest, skipped with ``skip_existing``.
     seconds : float
+    n_absent_docs : int
+        UCI documents that the header declares (docIDs up to D) but that have no entry:
+        empty documents, part of ``n_skipped_docs`` but reported apart.
     """
 
     store: str
@@ -672,14 +676,19 @@ class IngestReport:
     sources: list[dict[str, Any]] = field(default_factory=list)
     skipped_inputs: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    n_absent_docs: int = 0
 
     def summary(self) -> str:
         lines = [
             f"store {self.store} at version {self.version}: "
             f"+{self.n_docs:,} documents, +{self.n_tokens:,} tokens (V = {self.vocab_size:,})",
         ]
-        if self.n_skipped_docs:
-            lines.append(f"  {self.n_skipped_docs:,} documents skipped (fewer than 2 tokens)")
+        short = self.n_skipped_docs - self.n_absent_docs
+        if short:
+            lines.append(f"  {short:,} documents skipped (fewer than 2 tokens)")
+        if self.n_absent_docs:
+            lines.append(f"  {self.n_absent_docs:,} documents declared in the UCI header but "
+                         "absent (no entries; counted as skipped)")
         if self.n_oov_tokens:
             lines.append(f"  {self.n_oov_tokens:,} tokens out of the vocabulary (not counted)")
         if self.n_replaced_bytes:
@@ -692,6 +701,10 @@ class IngestReport:
 
 class DuplicateInputError(StoreError):
     """An input that the store's manifest already holds."""
+
+
+class ChangedInputError(StoreError):
+    """An input at a path that the store's manifest holds with other content."""
 
 
 def ingest(
@@ -758,8 +771,12 @@ def ingest(
         Malformed input (names file and line or byte offset).
     DuplicateInputError
         An input already ingested (same path and content hash), without ``skip_existing``.
+    ChangedInputError
+        An input at a path already ingested, whose content changed since (appended documents
+        belong in a new input).
     StoreError
-        ``store`` exists but is not a store, or another ingest holds it.
+        ``store`` exists but is not a store, another ingest holds it, or text would be
+        tokenised unlike the store's text.
     """
     if client is not None:
         with client.as_current():
@@ -772,18 +789,111 @@ def ingest(
     t0 = time.perf_counter()
     store_path = os.path.abspath(os.fspath(store))
     existing: CooccurrenceStore | None = None
+    lock = None
     if os.path.exists(store_path):
-        existing = CooccurrenceStore.open(store_path)  # raises StoreError if not a store
-    _check_pruning_args(existing, min_df, max_df, keep_n, vocab)
+        existing = CooccurrenceStore.open(store_path, lease=False)  # StoreError: not a store
+        lock = existing.writer_lock()  # before anything is read: a second writer stops here
+    try:
+        if existing is not None:
+            existing._reload()  # the head as it is now that this ingest is its only writer
+        report = _ingest_locked(
+            inputs, store_path, existing, lock, format=format, vocab=vocab, min_df=min_df,
+            max_df=max_df, keep_n=keep_n, stop_words=stop_words, tokenizer=tokenizer,
+            text_field=text_field, skip_existing=skip_existing, blocksize=blocksize,
+            chunk_size=chunk_size, progress=progress, strip_headers=strip_headers,
+        )
+    finally:
+        if lock is not None:
+            lock.release()
+    report.seconds = time.perf_counter() - t0
+    return report
 
+
+def _store_tokenizer(
+    existing: CooccurrenceStore | None, tokenizer: Tokenizer | None, stop_words: Any
+) -> Tokenizer:
+    """The tokenizer of an ingest: the given one, else the store's own (as it was built), else
+    the default, with ``stop_words`` replaced. Into an existing store, text must be tokenised
+    as the store's text was; :func:`_check_tokenizer` refuses anything else."""
     if tokenizer is not None:
         if stop_words is not None:
             raise ValueError("pass stop_words inside the tokenizer, not both")
-    else:  # the store's own tokenizer (as it was built), else the default; stop words replaced
-        cfg = existing.config.get("tokenizer") if existing is not None else None
-        tokenizer = Tokenizer.from_config(cfg) if cfg else Tokenizer()
-        if stop_words is not None:
-            tokenizer = replace(tokenizer, stop_words=stop_words)
+        return tokenizer
+    cfg = existing.config.get("tokenizer") if existing is not None else None
+    tokenizer = Tokenizer.from_config(cfg) if cfg else Tokenizer()
+    if stop_words is not None:
+        tokenizer = replace(tokenizer, stop_words=stop_words)
+    return tokenizer
+
+
+def _check_tokenizer(
+    existing: CooccurrenceStore, corpus: Corpus, given: Tokenizer | None
+) -> None:
+    """Refuse, before anything is counted, text that would be tokenised unlike the store's
+    text: other settings, or a store built with a custom analyzer that this ingest lacks."""
+    if not any(src.format not in ("uci", "hdf5") for src in corpus.sources):
+        return  # already counts: nothing is tokenised
+    cfg = existing.config.get("tokenizer")
+    if not cfg:
+        return
+    stored = Tokenizer.from_config(cfg).config()
+    stored["analyzer"] = cfg.get("analyzer")
+    mine = corpus.tokenizer.config()
+    if stored["analyzer"] is not None and given is None:
+        raise StoreError(
+            f"{existing.path}: the store's text was tokenised by a custom analyzer "
+            f"({stored['analyzer']}); pass the same tokenizer to ingest more text into it"
+        )
+    differ = sorted(k for k in set(stored) | set(mine) if stored.get(k) != mine.get(k))
+    if differ:
+        raise StoreError(
+            f"{existing.path}: this ingest would tokenise text unlike the store's "
+            f"({', '.join(differ)} differ); new text must be tokenised as the store's was"
+        )
+
+
+def _new_sources(
+    corpus: Corpus, existing: CooccurrenceStore | None, store_path: str, skip_existing: bool
+) -> tuple[list[tuple[Any, str | None]], list[str]]:
+    """The inputs to count, each with its content hash (None: hashed while counting, for a
+    new store), and the paths skipped as already ingested. An input whose path the manifest
+    holds with other content is refused: its earlier documents are already counted."""
+    if existing is None:
+        return [(src, None) for src in corpus.sources], []
+    hashes = _hash_sources(corpus)
+    recorded: dict[str, set[str]] = {}
+    for entry in existing.sources:
+        recorded.setdefault(entry["path"], set()).add(entry["sha256"])
+    keep, skipped = [], []
+    for src, h in zip(corpus.sources, hashes):
+        if h in recorded.get(src.path, ()):
+            if not skip_existing:
+                raise DuplicateInputError(
+                    f"{src.path}: already ingested into {store_path} (same path and content "
+                    "hash); pass --skip-existing to skip it"
+                )
+            skipped.append(src.path)
+        elif src.path in recorded:
+            raise ChangedInputError(
+                f"{src.path}: changed since it was ingested into {store_path} (its content "
+                "hash differs) and its earlier documents are already counted; put new "
+                "documents in a new file and ingest that"
+            )
+        else:
+            keep.append((src, h))
+    return keep, skipped
+
+
+def _ingest_locked(
+    inputs: Any, store_path: str, existing: CooccurrenceStore | None, lock: Any, *,
+    format: str, vocab: str | None, min_df: int | None, max_df: float | None, keep_n: Any,
+    stop_words: Any, tokenizer: Tokenizer | None, text_field: str, skip_existing: bool,
+    blocksize: int | None, chunk_size: int | None, progress: bool, strip_headers: bool,
+) -> IngestReport:
+    """:func:`ingest`, once it holds an existing store's writer lock (``lock``)."""
+    _check_pruning_args(existing, min_df, max_df, keep_n, vocab)
+    given = tokenizer
+    tokenizer = _store_tokenizer(existing, tokenizer, stop_words)
     if isinstance(inputs, Corpus):
         corpus = inputs
     else:
@@ -791,29 +901,17 @@ def ingest(
             inputs, format=format, vocab=vocab, text_field=text_field,
             tokenizer=tokenizer, blocksize=blocksize, strip_headers=strip_headers,
         )
+    if existing is not None:
+        _check_tokenizer(existing, corpus, given)
 
     # --- which inputs are new (a new store has none yet: its inputs are hashed in the
     # co-occurrence pass itself, in parallel with the counting)
-    hashes: list[str | None] = (
-        list(_hash_sources(corpus)) if existing is not None else [None] * len(corpus.sources)
-    )
-    known = {(s["path"], s["sha256"]) for s in (existing.sources if existing else [])}
-    keep_sources, skipped = [], []
-    for src, h in zip(corpus.sources, hashes):
-        if (src.path, h) in known:
-            if not skip_existing:
-                raise DuplicateInputError(
-                    f"{src.path}: already ingested into {store_path} (same path and content "
-                    "hash); pass --skip-existing to skip it"
-                )
-            skipped.append(src.path)
-        else:
-            keep_sources.append((src, h))
+    keep_sources, skipped = _new_sources(corpus, existing, store_path, skip_existing)
     if not keep_sources:
         version = existing.version if existing else 0
         return IngestReport(
             store_path, version, vocab_size=existing.V if existing else 0,
-            skipped_inputs=skipped, seconds=time.perf_counter() - t0,
+            skipped_inputs=skipped,
         )
     if skipped:
         kept = {s.path for s, _ in keep_sources}
@@ -824,64 +922,81 @@ def ingest(
     if not corpus.parts:
         raise CorpusError(", ".join(s.path for s in corpus.sources), "the corpus is empty")
 
-    # --- the vocabulary
-    tmp_path = None
-    if existing is None:
-        if vocab is not None:
-            voc = Vocabulary.fixed(read_vocab_file(vocab))
-        else:
-            if _worth_caching(corpus):  # one read for both passes
-                corpus = corpus.cached(progress)
-            stats = _vocabulary_pass(corpus, progress)
-            if stats.n_docs == 0:
-                raise CorpusError(
-                    ", ".join(s.path for s in corpus.sources), "the corpus has no documents"
-                )
-            voc = Vocabulary.from_stats(
-                stats,
-                min_df=DEFAULT_MIN_DF if min_df is None else min_df,
-                max_df=DEFAULT_MAX_DF if max_df is None else max_df,
-                keep_n=DEFAULT_KEEP_N if keep_n == "default" else keep_n,  # type: ignore[arg-type]
-            )
-            if len(voc) == 0:
-                raise CorpusError(
-                    ", ".join(s.path for s in corpus.sources),
-                    f"no term survives pruning (min_df={min_df or DEFAULT_MIN_DF}, "
-                    f"max_df={max_df or DEFAULT_MAX_DF}) over {stats.n_docs} documents",
-                )
-        parent = os.path.dirname(store_path) or "."
-        if not os.path.isdir(parent):
-            raise StoreError(f"{parent}: directory does not exist")
-        _remove_dead_first_ingests(store_path)
-        tmp_path = os.path.join(
-            parent, f".{os.path.basename(store_path)}.tmp-{uuid.uuid4().hex[:12]}"
-        )
-        config = {
-            "tokenizer": corpus.tokenizer.config(),
-            "pruning": {
-                "vocab_file": os.path.abspath(vocab) if vocab else None,
-                "min_df": DEFAULT_MIN_DF if min_df is None else min_df,
-                "max_df": DEFAULT_MAX_DF if max_df is None else max_df,
-                "keep_n": DEFAULT_KEEP_N if keep_n == "default" else keep_n,
-            },
-        }
-        target = CooccurrenceStore.create(tmp_path, voc.terms, chunk_size=chunk_size, config=config)
+    if existing is not None:
+        report = _accumulate(corpus, existing, keep_sources, progress, lock)
     else:
-        target = existing
+        report = _first_ingest(corpus, store_path, keep_sources, progress, vocab=vocab,
+                               min_df=min_df, max_df=max_df, keep_n=keep_n,
+                               chunk_size=chunk_size)
+    report.store = store_path
+    report.skipped_inputs = skipped
+    return report
 
+
+def _first_ingest(
+    corpus: Corpus, store_path: str, sources: list[tuple[Any, str | None]], progress: bool,
+    *, vocab: str | None, min_df: int | None, max_df: float | None, keep_n: Any,
+    chunk_size: int | None,
+) -> IngestReport:
+    """Build a new store in a hidden directory beside ``store_path`` (its vocabulary from a
+    pass over the corpus, or the file ``vocab``), locked by this process from its creation,
+    and rename it into place once committed."""
+    if vocab is not None:
+        voc = Vocabulary.fixed(read_vocab_file(vocab))
+    else:
+        if _worth_caching(corpus):  # one read for both passes
+            corpus = corpus.cached(progress)
+        stats = _vocabulary_pass(corpus, progress)
+        if stats.n_docs == 0:
+            raise CorpusError(
+                ", ".join(s.path for s in corpus.sources), "the corpus has no documents"
+            )
+        voc = Vocabulary.from_stats(
+            stats,
+            min_df=DEFAULT_MIN_DF if min_df is None else min_df,
+            max_df=DEFAULT_MAX_DF if max_df is None else max_df,
+            keep_n=DEFAULT_KEEP_N if keep_n == "default" else keep_n,
+        )
+        if len(voc) == 0:
+            raise CorpusError(
+                ", ".join(s.path for s in corpus.sources),
+                f"no term survives pruning (min_df={min_df or DEFAULT_MIN_DF}, "
+                f"max_df={max_df or DEFAULT_MAX_DF}) over {stats.n_docs} documents",
+            )
+    parent = os.path.dirname(store_path) or "."
+    if not os.path.isdir(parent):
+        raise StoreError(f"{parent}: directory does not exist")
+    _remove_dead_first_ingests(store_path)
+    tmp_path = os.path.join(
+        parent, f".{os.path.basename(store_path)}.tmp-{uuid.uuid4().hex[:12]}"
+    )
+    config = {
+        "tokenizer": corpus.tokenizer.config(),
+        "pruning": {
+            "vocab_file": os.path.abspath(vocab) if vocab else None,
+            "min_df": DEFAULT_MIN_DF if min_df is None else min_df,
+            "max_df": DEFAULT_MAX_DF if max_df is None else max_df,
+            "keep_n": DEFAULT_KEEP_N if keep_n == "default" else keep_n,
+        },
+    }
+    lock = None
     try:
-        report = _accumulate(corpus, target, keep_sources, progress)
-        if tmp_path is not None:
-            if os.path.exists(store_path):
-                raise StoreError(f"{store_path}: appeared while ingesting; not overwritten")
-            os.rename(tmp_path, store_path)
-            tmp_path = None
+        target = CooccurrenceStore.create(tmp_path, voc.terms, chunk_size=chunk_size,
+                                          config=config)
+        lock = target.writer_lock()
+        report = _accumulate(corpus, target, sources, progress, lock)
+        try:
+            os.rename(tmp_path, store_path)  # fails if a store appeared there meanwhile
+        except OSError:
+            raise StoreError(
+                f"{store_path}: appeared while ingesting; not overwritten"
+            ) from None
+        tmp_path = None
     finally:
         if tmp_path is not None:
             shutil.rmtree(tmp_path, ignore_errors=True)
-    report.store = store_path
-    report.skipped_inputs = skipped
-    report.seconds = time.perf_counter() - t0
+        if lock is not None:
+            lock.release()
     return report
 
 
@@ -889,27 +1004,22 @@ def _remove_dead_first_ingests(store_path: str) -> None:
     """Delete the hidden build directories of earlier first ingests into ``store_path`` whose
     writer is dead (a process killed before its store was renamed into place)."""
     import glob
-    import json
-    import socket
 
-    from .store import _LOCK, _pid_alive
+    from ._locking import is_locked
+    from .store import _LOCK
 
     pattern = os.path.join(
         os.path.dirname(store_path), f".{os.path.basename(store_path)}.tmp-*"
     )
     for tmp in glob.glob(pattern):
         lock = os.path.join(tmp, _LOCK)
-        try:
-            with open(lock) as fh:
-                owner = json.load(fh)
-        except (OSError, ValueError):
-            owner = None
-        if owner is None:
-            dead = time.time() - os.path.getmtime(tmp) > 3600  # never locked: abandoned
-        else:
-            dead = owner.get("host") == socket.gethostname() and not _pid_alive(
-                int(owner.get("pid", -1))
-            )
+        if os.path.exists(lock):
+            dead = not is_locked(lock)  # its writer locks it from creation until the rename
+        else:  # made before its lock (a moment), or left by a write after its removal
+            try:
+                dead = time.time() - os.path.getmtime(tmp) > 60
+            except OSError:
+                dead = False
         if dead:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -945,6 +1055,7 @@ def _accumulate(
     store: CooccurrenceStore,
     sources: Sequence[tuple[Any, str | None]],
     progress: bool,
+    lock: Any,
 ) -> IngestReport:
     """Count the corpus into a new version of the store and commit it. ``sources`` pairs
     each input with its content hash, or None to hash it within this pass."""
@@ -953,13 +1064,16 @@ def _accumulate(
 
     from .cluster import compute, worker_addresses
 
+    from .corpus import stat_fingerprint
+
     grid = _make_grid(store.V, store.chunk_size)
+    stamps = [stat_fingerprint(src.path, src.vocab_path) for src, _ in sources]
     parts = (
         corpus.to_bag()
         .map_partitions(_partition_partial, store.path, store.uid, grid)
         .to_delayed()
     )
-    txn = store.begin()
+    txn = store.begin(lock)
     try:
         head_bv = store.block_versions
         writes = []
@@ -984,19 +1098,20 @@ def _accumulate(
         _check_sources(corpus, stats)
         written = [(i, j) for lst in written_lists for (i, j, _) in lst]
         nnz_new = {(i, j): n for lst in written_lists for (i, j, n) in lst}
-        nnz = _total_nnz(store, nnz_new)
         entries = []
-        for src, h in sources:
+        for (src, h), stamp in zip(sources, stamps):
             ps = stats.per_source.get(src.path, {})
             entries.append({
-                "path": src.path, "sha256": h, "format": src.format, "bytes": src.size,
+                "path": src.path, "sha256": h, "stat": stamp, "format": src.format,
+                "bytes": src.size,
                 "vocab_path": src.vocab_path, "strip_headers": src.strip_headers,
                 "keep_subject": src.keep_subject,
                 "n_docs": int(ps.get("docs", 0)), "n_tokens": int(ps.get("tokens", 0)),
                 "n_oov_tokens": int(ps.get("oov", 0)),
                 "ingested_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             })
-        skipped_docs = stats.n_skipped + _absent_uci_docs(corpus, stats)
+        absent_docs = _absent_uci_docs(corpus, stats)
+        skipped_docs = stats.n_skipped + absent_docs
         if stats.n_docs == 0 and store.n_docs == 0:
             raise CorpusError(
                 ", ".join(s.path for s in corpus.sources),
@@ -1012,29 +1127,16 @@ def _accumulate(
             n_skipped_docs=skipped_docs,
             n_oov_tokens=stats.n_oov,
             n_replaced_bytes=stats.n_replaced,
-            nnz=nnz,
+            block_nnz=nnz_new,
             new_sources=entries,
-            extra={"block_nnz": _merge_block_nnz(store, nnz_new)},
         )
     except BaseException:
         store.abort(txn)
         raise
     return IngestReport(
         store.path, store.version, stats.n_docs, stats.n_tokens, skipped_docs, stats.n_oov,
-        stats.n_replaced, store.V, entries,
+        stats.n_replaced, store.V, entries, n_absent_docs=absent_docs,
     )
-
-
-def _merge_block_nnz(store: CooccurrenceStore, new: dict[tuple[int, int], int]) -> dict[str, int]:
-    old = dict(store._head().get("block_nnz", {}))
-    for (i, j), n in new.items():
-        old[f"{i},{j}"] = n
-    return old
-
-
-def _total_nnz(store: CooccurrenceStore, new: dict[tuple[int, int], int]) -> int:
-    merged = _merge_block_nnz(store, new)
-    return int(sum(merged.values()))
 
 
 def _check_sources(corpus: Corpus, stats: _Stats) -> None:

@@ -37,8 +37,10 @@ import glob as _glob
 import gzip
 import hashlib
 import json
+import logging
 import os
 import re
+import stat
 import sys
 import tarfile
 import zlib
@@ -51,6 +53,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .vocabulary import Tokenizer, TermStats, read_vocab_file
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "FORMATS",
@@ -284,13 +288,16 @@ def detect_format(path: str) -> str:
 
 
 def _list_tree(root: str) -> list[str]:
-    """Relative paths of the regular files below ``root``, sorted, hidden entries skipped."""
+    """Relative paths of the regular files below ``root``, sorted. Hidden entries and
+    symbolic links (to files or directories) are skipped, as a tar archive's links are: a
+    link could point anywhere, and the same file twice would be counted twice."""
     out: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root):  # never enters a linked directory
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for f in sorted(filenames):
-            if not f.startswith("."):
-                out.append(os.path.relpath(os.path.join(dirpath, f), root))
+            p = os.path.join(dirpath, f)
+            if not f.startswith(".") and stat.S_ISREG(os.lstat(p).st_mode):
+                out.append(os.path.relpath(p, root))
     out.sort()
     return out
 
@@ -865,6 +872,16 @@ def _read_hdf5_part(part: _Part) -> list[DocChunk]:
                 )
             if np.any(np.diff(ptr) < 0):
                 raise CorpusError(path, f"indptr decreases within rows {r0}..{r1}")
+            bad = ~(dat >= 1)  # zero, negative or NaN (as the UCI reader, counts are >= 1)
+            if dat.dtype.kind == "f":
+                bad |= dat != np.floor(dat)
+            if bad.any():
+                k = int(np.argmax(bad))
+                row = r0 + int(np.searchsorted(ptr, ptr[0] + k, side="right")) - 1
+                raise CorpusError(
+                    path, f"dataset 'data', row {row} (entry {int(ptr[0]) + k}): count must be "
+                    f"a positive integer, found {dat[k].item()!r}"
+                )
             uniq, local = np.unique(idx, return_inverse=True)
             m = sp.csr_matrix(
                 (dat.astype(np.int32), local.astype(np.int32), ptr - ptr[0]),
@@ -1319,18 +1336,87 @@ def split(
     return {"n_train": n_train, "n_test": n_test, "vocab_size": len(vocab)}
 
 
+def stat_fingerprint(path: str, vocab_path: str | None = None) -> str:
+    """SHA-256 of an input's file names, sizes and modification times (of every file, for a
+    directory; and of the UCI vocabulary): a cheap check that the input is as it was when
+    its content hash was taken. Reading and hashing it is what a changed stamp calls for."""
+    h = hashlib.sha256()
+    files = ([os.path.join(path, rel) for rel in _list_tree(path)] if os.path.isdir(path)
+             else [path])
+    if vocab_path is not None:
+        files.append(vocab_path)
+    for f in files:
+        st = os.stat(f)
+        h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def verify_recorded_inputs(store: Any) -> list[dict[str, Any]]:
+    """The manifest of a co-occurrence store, checked before its inputs are read again.
+
+    The manifest must be the one the store wrote (its digest matches), and every input must
+    exist with the content it had when ingested: unchanged when its file sizes and times
+    match the recorded stamp, else when its SHA-256 still matches.
+
+    Raises
+    ------
+    StoreError
+        An edited manifest, a missing input, or an input whose content changed.
+    """
+    from .store import StoreError, sources_digest
+
+    sources = store.sources
+    digest = store._head().get("sources_digest")
+    if digest is not None and digest != sources_digest(store.uid, sources):
+        raise StoreError(
+            f"{store.path}: the manifest of inputs does not match its digest (edited or "
+            "damaged), so its inputs are not read"
+        )
+    for s in sources:
+        path = s["path"]
+        vocab_path = s.get("vocab_path")
+        if not os.path.exists(path) or (vocab_path is not None and not os.path.exists(vocab_path)):
+            raise StoreError(
+                f"{path}: an input of {store.path} is missing (it is read again to refine and "
+                "evaluate; restore it, or fit with refine_passes=0)"
+            )
+        if s.get("stat") is not None and stat_fingerprint(path, vocab_path) == s["stat"]:
+            continue
+        src = Source(path, s.get("format", "auto"), 0, vocab_path)
+        if src.content_hash() != s["sha256"]:
+            raise StoreError(
+                f"{path}: changed since it was ingested into {store.path} (its content hash "
+                "differs), so the store's counts no longer describe it"
+            )
+    return sources
+
+
 def recorded_corpus(store: Any) -> Corpus | None:
-    """One corpus of a co-occurrence store's recorded inputs that still exist, each read with
-    its own format, UCI vocabulary and header handling, and tokenised as the store was;
-    None if none of them exists any more. A setting the manifest lacks (an older store) is
-    read as it was then: headers kept, or stripped without the Subject."""
+    """One corpus of a co-occurrence store's recorded inputs, after
+    :func:`verify_recorded_inputs`, read by :func:`read_as_recorded`. None when the store
+    records no input (a population Q), or when its text was tokenised by a custom analyzer,
+    which cannot be rebuilt."""
     cfg = store.config.get("tokenizer")
+    if cfg and cfg.get("analyzer") is not None and any(
+            s.get("format") not in ("uci", "hdf5") for s in store.sources):
+        log.warning("%s: its text was tokenised by a custom analyzer (%s), which cannot be "
+                    "rebuilt to read it again", store.path, cfg["analyzer"])
+        return None
+    return read_as_recorded(store.config, verify_recorded_inputs(store))
+
+
+def read_as_recorded(config: dict[str, Any], entries: Sequence[dict[str, Any]]) -> Corpus | None:
+    """One corpus of manifest ``entries``, each read with its own format, UCI vocabulary and
+    header handling, and tokenised as the store ``config`` says (None for no entries). A
+    setting an entry lacks (an older store) is read as it was then: headers kept, or
+    stripped without the Subject. Nothing is verified: see :func:`recorded_corpus`."""
+    cfg = config.get("tokenizer")
     tokenizer = Tokenizer.from_config(cfg) if cfg else Tokenizer()
     parts = [
         read_corpus(s["path"], format=s.get("format", "auto"), vocab=s.get("vocab_path"),
                     tokenizer=tokenizer, strip_headers=bool(s.get("strip_headers", False)),
                     keep_subject=bool(s.get("keep_subject", False)))
-        for s in store.sources if os.path.exists(s["path"])
+        for s in entries
     ]
     if not parts:
         return None

@@ -11,8 +11,8 @@ graphs over the stored Q, whose tasks read the blocks of Q they use themselves
 (:class:`~streamtopic.store.QBlocks`):
 
 1. *sketch*: row sums p and the projected sketch Q̄ P (V×d), from the blocks on and above
-   the diagonal (Q is symmetric), written by the workers to a scratch zarr group inside the
-   store;
+   the diagonal (Q is symmetric), written by the workers to a scratch zarr group
+   (``scratch_dir``; never inside the store, which may be read-only);
 2. *recovery*, one graph of coarse tasks: the anchor columns Y = Q_{:,S} (V×K) and their
    K×K Gram; for RecoverL2 (and its ADMM and active-set solvers) the cross-products
    B = Q̄ Q̄_Sᵀ (V×K) and the simplex fits, by pieces of row blocks; RecoverKL fits full
@@ -30,9 +30,12 @@ import json
 import logging
 import os
 import shutil
+import socket
+import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -68,6 +71,8 @@ __all__ = ["AnchorTopicModel", "ModelError", "anchor_topic_cooccurrence"]
 
 MODEL_FORMAT = "streamtopic-model"
 EXACT_MAX_V = 8000  # exact (unprojected) anchors hold Q̄ densely: only for small V
+#: Name prefix of a fit's scratch directory (owned by the fit: see ``streamtopic._scratch``).
+FIT_PREFIX = ".streamtopic-fit-"
 ANCHOR_METHODS = ("sketch", "qr")
 TOPIC_TOPIC_METHODS = ("pinv", "anchor")
 RECTIFY_METHODS = ("none", "ap", "dr")
@@ -212,9 +217,11 @@ class AnchorTopicModel:
     rectify : {'none', 'ap', 'dr'}, optional
         Rectify Q before anchor finding (Lee et al.'s JSMF/RAW): alternating projection or
         Douglas–Rachford onto rank-K PSD, normalised, non-negative matrices. On the whole
-        vocabulary the rectified Q is written to its own array in the store (the raw Q is
-        untouched) and reused by later fits with the same settings; a core's is rectified
-        in memory. Method's choice: 'ap' (rectified), 'none' (plain).
+        vocabulary the rectified Q is written to its own array in the store's cache (the raw
+        Q is untouched; the cache is bounded, see
+        :func:`~streamtopic.rectification.cache_limit`) and reused by later fits with the
+        same settings; in a read-only store it is written to ``scratch_dir`` and not kept.
+        A core's is rectified in memory. Method's choice: 'ap' (rectified), 'none' (plain).
     rectify_iters : int
         Rectification iterations (the paper: 5 often enough, 15–20 close to 150).
     anchor_method : {'sketch', 'qr'}, optional
@@ -269,6 +276,14 @@ class AnchorTopicModel:
         max(2000, 40·K) words: set ``memory_budget`` or ``core_size`` to pin it).
     progress : bool
         Show Dask progress bars.
+    scratch_dir : path, optional
+        Directory for the fit's scratch arrays (a subdirectory ``.streamtopic-fit-*`` is
+        made, owned by the fit and removed when it ends; those of killed fits are removed
+        by later fits). Nothing is written into the store but the bounded cache of
+        rectified arrays, so a read-only store can be fitted. Default: a temporary
+        directory (``tempfile.gettempdir()``) when the fit runs on this machine (no
+        distributed client, or one whose workers all run on this host), else the directory
+        containing the store, which a cluster's workers share.
 
     Attributes
     ----------
@@ -310,6 +325,7 @@ class AnchorTopicModel:
         block_rows: int | None = None,
         seed: int | None = None,
         progress: bool = False,
+        scratch_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self.n_topics = n_topics
         self.method = method
@@ -330,6 +346,7 @@ class AnchorTopicModel:
         self.block_rows = block_rows
         self.seed = seed
         self.progress = progress
+        self.scratch_dir = scratch_dir
 
     # ----------------------------------------------------------------- parameters
 
@@ -341,7 +358,7 @@ class AnchorTopicModel:
                 "n_topics", "method", "recover", "rectify", "rectify_iters", "anchor_method",
                 "topic_topic", "memory_budget", "refine_passes", "core_size", "sketch_dim",
                 "anchor_min_df", "exact_anchors", "cleanup",
-                "tol", "max_iter", "block_rows", "seed", "progress",
+                "tol", "max_iter", "block_rows", "seed", "progress", "scratch_dir",
             )
         }
 
@@ -406,6 +423,12 @@ class AnchorTopicModel:
             raise ValueError(f"max_iter={self.max_iter!r}: must be >= 1")
         if self.block_rows is not None and self.block_rows < 1:
             raise ValueError(f"block_rows={self.block_rows!r}: must be >= 1")
+        sd = self.scratch_dir
+        if sd is not None:
+            if isinstance(sd, bytes) or not isinstance(sd, (str, os.PathLike)) or not str(sd):
+                raise ValueError(f"scratch_dir={sd!r}: must be a directory path or None")
+            if os.path.exists(sd) and not os.path.isdir(sd):
+                raise ValueError(f"scratch_dir={os.fspath(sd)}: is not a directory")
         self._s = s
 
     # ----------------------------------------------------------------- fit
@@ -438,35 +461,52 @@ class AnchorTopicModel:
             return self._fit(X)
 
     def _fit(self, X: CooccurrenceStore | str | os.PathLike[str]) -> AnchorTopicModel:
-        from .cluster import memory_budget
-
         self._validate()
         store = _open_store(X)
+        try:
+            return self._fit_store(store)
+        finally:
+            if store is not X:  # opened here: release its lease on the version it read
+                store.close()
+
+    def _fit_store(self, store: CooccurrenceStore) -> AnchorTopicModel:
+        from .cluster import memory_budget
+
         if store.n_docs == 0:
             raise StoreError(f"{store.path}: the store is empty (no documents ingested)")
         self._budget = (int(self.memory_budget) if self.memory_budget is not None
                         else memory_budget())
         corpus = self._training_corpus(store)
         core = self._core_words(store, refining=corpus is not None)
-        scratch = os.path.join(store.path, ".scratch", f"fit-{uuid.uuid4().hex[:12]}")
-        os.makedirs(scratch)
+        root = self._scratch_root(store)
+        _collect_fit_debris(root, store.path)
         seconds: dict[str, float] = {}
         refined = None
+        self._held: list[Any] = []  # cache entries this fit uses, held until it ends
         try:
-            if core is None:
-                fit = self._spectral_store(store, scratch, seconds)
-            else:
-                fit = self._spectral_core(store, core, seconds)
-            if corpus is not None:
-                refined = self._refine(fit.start, corpus, store, scratch, seconds)
+            with _owned_scratch(root) as scratch:
+                if core is None:
+                    fit = self._spectral_store(store, scratch, seconds)
+                else:
+                    fit = self._spectral_core(store, core, seconds)
+                if corpus is not None:
+                    refined = self._refine(fit.start, corpus, store, scratch, seconds)
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-            try:
-                os.rmdir(os.path.dirname(scratch))
-            except OSError:
-                pass
+            for held in self._held:
+                held.release()
+            self._held = []
         self._set_results(store, fit, refined, seconds)
         return self
+
+    def _scratch_root(self, store: CooccurrenceStore) -> str:
+        """The directory the fit's scratch directory is made in: ``scratch_dir``, else a
+        temporary directory when the fit runs on this machine, else the directory that
+        contains the store (shared by a cluster's workers)."""
+        if self.scratch_dir is not None:
+            return os.path.abspath(os.fspath(self.scratch_dir))
+        if _runs_on_this_host():
+            return tempfile.gettempdir()
+        return os.path.dirname(os.path.abspath(store.path))
 
     def _training_corpus(self, store: CooccurrenceStore) -> Any | None:
         """The corpus the refinement reads (the inputs recorded in the store), or None when
@@ -477,15 +517,17 @@ class AnchorTopicModel:
             return None
         from .corpus import recorded_corpus
 
-        corpus = recorded_corpus(store)
+        corpus = recorded_corpus(store)  # StoreError: an input missing or changed
         if corpus is None:
             if rp == "auto":
-                log.warning("%s: no recorded input exists, so the topics are not refined "
-                            "(the spectral stages use the whole vocabulary)", store.path)
+                log.warning("%s: no recorded input can be read again, so the topics are not "
+                            "refined (the spectral stages use the whole vocabulary)",
+                            store.path)
                 return None
             raise ModelError(
-                f"refine_passes={rp}: none of the inputs recorded in {store.path} exists any "
-                "more; refinement reads the training corpus"
+                f"refine_passes={rp}: {store.path} records no input that can be read again "
+                "(a population Q, or text tokenised by a custom analyzer); refinement reads "
+                "the training corpus"
             )
         return corpus
 
@@ -660,26 +702,31 @@ class AnchorTopicModel:
         }
 
     def _rectified(self, store: CooccurrenceStore, scratch: str) -> tuple[Any, dict[str, Any]]:
-        """The rectified Q (V×V dask array over its own zarr array in the store), computed
-        once per store version and settings and reused by later fits."""
+        """The rectified Q (V×V dask array over its own zarr array), computed once per store
+        version and settings into the store's bounded cache and reused by later fits
+        (:func:`~streamtopic.rectification.open_cache_entry`); computed into ``scratch``
+        and not kept when the cache cannot be used (a read-only store, or another fit
+        writing the same entry)."""
         import dask.array as da
 
-        from .rectification import rectify
+        from .rectification import cache_limit, open_cache_entry, rectify
 
         K = int(self.n_topics)
         key = (f"v{store.version:06d}-K{K}-{self._s.rectify}-{int(self.rectify_iters)}"
                f"-seed{self.seed if self.seed is not None else 'none'}")
-        root = os.path.join(store.path, "rectified")
-        path = os.path.join(root, key)
+        entry = open_cache_entry(store.path, key, version=store.version,
+                                 limit=cache_limit(store.q_bytes()),
+                                 reserve=8 * store.V * store.V)
+        if entry is not None:
+            self._held.append(entry)  # released when the fit ends: no one removes it before
+            path = entry.path
+        else:
+            path = os.path.join(scratch, "rectified", key)
         info: dict[str, Any] = {"method": self._s.rectify, "iterations": int(self.rectify_iters),
-                                "path": path}
-        if os.path.exists(os.path.join(path, "zarr.json")):
+                                "path": path, "cached": entry is not None}
+        if entry is not None and entry.reused:
             info["reused"] = True
         else:
-            os.makedirs(root, exist_ok=True)
-            for old in os.listdir(root):  # arrays of older versions of the store
-                if not old.startswith(f"v{store.version:06d}-"):
-                    shutil.rmtree(os.path.join(root, old), ignore_errors=True)
             res = rectify(store, K, path, method=self._s.rectify, n_iter=int(self.rectify_iters),
                           seed=self.seed if self.seed is not None else 0,
                           memory_budget=self._budget,
@@ -1085,6 +1132,8 @@ class AnchorTopicModel:
 
 
 def _json_default(o: Any) -> Any:
+    if isinstance(o, os.PathLike):
+        return os.fspath(o)
     if isinstance(o, np.integer):
         return int(o)
     if isinstance(o, np.floating):
@@ -1092,6 +1141,90 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, np.ndarray):
         return o.tolist()
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+@contextmanager
+def _owned_scratch(root: str) -> Iterator[str]:
+    """The fit's own scratch directory under ``root``: owned by this process while the fit
+    runs, then removed. A directory that cannot be written is a one-line error naming it."""
+    from ._scratch import owned_dir
+
+    with ExitStack() as stack:
+        try:
+            path = stack.enter_context(owned_dir(root, FIT_PREFIX))
+        except OSError as exc:
+            raise ValueError(
+                f"{root}: cannot write the fit's scratch there ({exc.strerror or exc}); "
+                "choose another directory (scratch_dir, or --scratch)"
+            ) from None
+        yield path
+
+
+def _collect_fit_debris(root: str, store_path: str) -> int:
+    """Remove what killed fits left: their scratch directories under ``root`` (owner lock
+    free), and in the store (when writable) the scratch of fits of earlier versions
+    (``.scratch/fit-*``, an hour old) and partial rectified arrays. Bytes freed."""
+    from ._scratch import collect
+
+    freed = collect(root, lambda n: n.startswith(FIT_PREFIX))
+    legacy = os.path.join(store_path, ".scratch")
+    if os.path.isdir(legacy):
+        freed += collect(legacy, lambda n: n.startswith("fit-"))
+        with suppress(OSError):  # left if not empty (or read-only)
+            os.rmdir(legacy)
+    from .rectification import CACHE_DIR, _collect_cache
+
+    cache = os.path.join(store_path, CACHE_DIR)
+    if os.path.isdir(cache):
+        freed += _collect_cache(cache)
+    if freed:
+        log.info("removed %.1f MiB left by killed fits", freed / 2**20)
+    return freed
+
+
+def _local_hosts() -> set[str]:
+    """Names and addresses of this host."""
+    hosts = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "::"}
+    for name in (socket.gethostname(), socket.getfqdn()):
+        hosts.add(name)
+        try:
+            hosts.update(socket.gethostbyname_ex(name)[2])
+        except OSError:
+            pass
+    try:
+        import psutil
+
+        for addrs in psutil.net_if_addrs().values():
+            hosts.update(a.address.split("%")[0] for a in addrs if a.address)
+    except (ImportError, OSError):  # pragma: no cover - psutil missing or unsupported here
+        log.debug("cannot list this host's addresses")
+    return hosts
+
+
+def _runs_on_this_host() -> bool:
+    """Whether the fit's work runs on this machine: no distributed client, or a client whose
+    workers all run on this host (their scratch can then be a local temporary directory)."""
+    from .cluster import _workers, current_client
+
+    client = current_client()
+    if client is None:
+        return True
+    addresses = list(_workers(client))
+    if not addresses:
+        return False
+    from distributed.comm import get_address_host
+
+    local = _local_hosts()
+    for addr in addresses:
+        if addr.startswith("inproc://"):
+            continue
+        try:
+            host = get_address_host(addr)
+        except ValueError:  # pragma: no cover - an address we cannot parse
+            return False
+        if host not in local and not host.startswith("127."):
+            return False
+    return True
 
 
 def _to_scratch(arr: Any, path: str) -> Any:

@@ -71,6 +71,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -83,7 +84,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RECTIFY_METHODS", "RectifyResult", "rectify"]
+from ._locking import FileLock, is_locked, owner_record
+from ._scratch import collect as _collect_debris
+from ._scratch import disk_bytes as _disk_bytes
+from ._scratch import hold as _hold
+from ._scratch import owned_dir as _owned_dir
+from ._scratch import owner_of as _owner_of
+from ._scratch import release_owner as _release_owner
+
+__all__ = [
+    "RECTIFY_METHODS", "RectifyResult", "cache_bytes", "cache_entries", "clear_cache", "rectify",
+]
 
 RECTIFY_METHODS = ("none", "ap", "dr")
 
@@ -1002,6 +1013,35 @@ def _dr_ooc(engine: _DaskEngine, K: int, n_iter: int, rng: np.random.Generator, 
 
 # ============================================================================ entry point
 
+#: Prefix of the out-of-core path's scratch directories (owned: see :mod:`._scratch`).
+WORK_PREFIX = ".rectify-scratch-"
+_WORK_RE = re.escape(WORK_PREFIX) + r"[0-9a-f]{12}"
+
+
+def _partial_re(out: str) -> str:
+    return re.escape(os.path.basename(out)) + r"\.partial-[0-9a-f]{8}"
+
+
+def _collect_partials(out: str) -> int:
+    """Remove the partial arrays of ``out`` that dead processes left beside it; bytes freed."""
+    pattern = _partial_re(out)
+    return _collect_debris(os.path.dirname(out), lambda n: re.fullmatch(pattern, n) is not None)
+
+
+def _owned_partial(out: str) -> tuple[str, FileLock]:
+    """A new partial path for ``out`` and its owner lock, held (the array is not created)."""
+    for _ in range(5):
+        tmp = f"{out}.partial-{uuid.uuid4().hex[:8]}"
+        lock = _hold(_owner_of(tmp), record=owner_record())
+        if lock is None and not os.path.exists(_owner_of(tmp)):
+            os.close(os.open(_owner_of(tmp), os.O_CREAT | os.O_RDWR, 0o644))  # the OS's error
+        if lock is not None and not os.path.exists(tmp):
+            return tmp, lock
+        if lock is not None:  # pragma: no cover - a random name already taken
+            _release_owner(lock)
+    raise OSError(f"{os.path.dirname(out)}: cannot take the owner lock of a partial array")
+
+
 
 def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -1095,8 +1135,11 @@ def rectify(
         K, the rank of the PSD projection (1 <= K < V).
     out : path
         The zarr array to create: V×V float64, uncompressed, chunks as Q's (c×c;
-        ``min(V, 2048)`` for an ndarray). It is written beside ``out`` and renamed into place, replacing an existing
-        zarr array there (any other existing path is refused). Q is never modified.
+        ``min(V, 2048)`` for an ndarray). It is written beside ``out``
+        (``out.partial-XXXXXXXX``, owned by this process through the lock file
+        ``out.partial-XXXXXXXX.owner``; the partials of dead processes are removed) and
+        renamed into place, replacing an existing zarr array there (any other existing path
+        is refused). Q is never modified.
     method : {'ap', 'dr', 'none'}
         Alternating projection, Douglas–Rachford, or no rectification (the input normalised
         to sum 1). See the module documentation for the exact iterations.
@@ -1112,8 +1155,9 @@ def rectify(
         ``memory_budget``, and out of core whenever a distributed client is active (its
         workers read the blocks; nothing V×V goes to the client).
     scratch : path, optional
-        Directory for the out-of-core path's scratch arrays (a unique subdirectory is made
-        and removed). Default: beside ``out``. Workers must be able to read it. Out-of-core
+        Directory for the out-of-core path's scratch arrays (a unique subdirectory,
+        ``.rectify-scratch-*``, is made and removed; those of dead processes are removed).
+        Default: beside ``out``. Workers must be able to read it. Out-of-core
         AP needs O(V·K) bytes there; out-of-core DR holds its iterate, two V×V arrays.
     progress : bool
         Show a progress bar for every pass (out of core).
@@ -1173,9 +1217,10 @@ def rectify(
 
     parent = os.path.dirname(out)
     os.makedirs(parent, exist_ok=True)
-    tmp = f"{out}.partial-{uuid.uuid4().hex[:8]}"
+    _collect_partials(out)
+    tmp, owner = _owned_partial(out)
     run = _Run(method, n_iter, where)
-    work = None
+    work = contextlib.ExitStack()
     dense = None
     try:
         import zarr
@@ -1190,13 +1235,13 @@ def rectify(
             dense = _run_in_memory(Q, is_dask, K, method, n_iter, rng, run, tmp, progress)
         else:
             base = scratch or parent
-            work = os.path.join(base, f".rectify-scratch-{uuid.uuid4().hex[:12]}")
-            os.makedirs(work)
+            _collect_debris(base, lambda n: re.fullmatch(_WORK_RE, n) is not None)
+            workdir = work.enter_context(_owned_dir(base, WORK_PREFIX))
             if not is_dask:
                 import dask.array as da
 
                 Q = da.from_array(np.asarray(Q, dtype=np.float64), chunks=(chunk, chunk))
-            engine = _DaskEngine(Q, work, progress, f"rectify {method}")
+            engine = _DaskEngine(Q, workdir, progress, f"rectify {method}")
             _run_out_of_core(engine, K, method, n_iter, rng, run, tmp)
         meta = {
             "method": method, "n_iter": n_iter, "n_topics": K, "V": V, "seed": _seed_attr(seed),
@@ -1212,8 +1257,8 @@ def rectify(
     finally:
         if os.path.exists(tmp):
             shutil.rmtree(tmp, ignore_errors=True)
-        if work is not None:
-            shutil.rmtree(work, ignore_errors=True)
+        _release_owner(owner)
+        work.close()
     total = time.perf_counter() - t_start
     log.info("rectify %s (%s): %d iterations, %.2f s in all", method, where, n_iter, total)
     return RectifyResult(
@@ -1334,3 +1379,276 @@ def _run_out_of_core(engine: _DaskEngine, K: int, method: str, n_iter: int,
     if n_iter > 0:
         engine.release(cur)
         engine.release(prev)
+
+
+# ============================================================================ the store's cache
+#
+# ``AnchorTopicModel`` keeps the rectified Q of a fit on the whole vocabulary in the store,
+# ``STORE/rectified/<key>`` (one zarr array per store version and settings,
+# ``v000003-K20-ap-15-seed0``), for later fits with the same settings. Each entry has a lock
+# file ``<key>.lock``: a fit holds it shared while it reads the entry, exclusive while it
+# writes it (the array is written to ``<key>.partial-*`` and renamed into place). An entry is
+# removed only by whoever takes its lock exclusively, so never while a live fit uses it; the
+# lock file's modification time is the entry's last use.
+
+#: The store's directory of rectified arrays.
+CACHE_DIR = "rectified"
+#: The cache's size bound is ``max(CACHE_MIN_BYTES, CACHE_Q_FACTOR × the bytes on disk of the
+#: blocks of Q the head reads)``.
+CACHE_MIN_BYTES = 256 * 2**20
+CACHE_Q_FACTOR = 2
+_LOCK_SUFFIX = ".lock"
+_KEY_RE = re.compile(r"v(\d+)-.+")
+
+
+def cache_limit(q_bytes: int) -> int:
+    """The byte bound of a store's cache of rectified arrays.
+
+    A rectified Q is dense (8 V² bytes, 512 MiB at V = 8,192) while the stored Q is sparse
+    and compressed, so one entry can outweigh the whole store. The cache keeps the most
+    recently used entries of the store's head version within
+    ``max(CACHE_MIN_BYTES, CACHE_Q_FACTOR · q_bytes)`` (256 MiB, or twice Q): a store whose
+    entries are small keeps several settings, one whose entries are large keeps one. The
+    entry a fit is using is always kept, even alone over the bound, as are the entries other
+    live fits use; entries of older versions of the store are removed once unused (fits read
+    the head version).
+
+    Parameters
+    ----------
+    q_bytes : int
+        Bytes on disk of the blocks of Q the head version reads
+        (:meth:`~streamtopic.store.CooccurrenceStore.q_bytes`).
+    """
+    return max(CACHE_MIN_BYTES, CACHE_Q_FACTOR * int(q_bytes))
+
+
+@dataclass
+class CacheEntry:
+    """A cache entry held by a fit: ``path`` (the zarr array), whether it already holds the
+    rectified Q (``reused``; else the holder writes it), and the lock kept until
+    :meth:`release`."""
+
+    path: str
+    reused: bool
+    lock: FileLock
+
+    def release(self) -> None:
+        self.lock.release()
+
+
+def _cache_root(store_path: str | os.PathLike[str]) -> tuple[str, int, int]:
+    """(the cache directory, the head version, its Q bytes) of the store at ``store_path``.
+
+    Raises
+    ------
+    StoreError
+        When ``store_path`` is not a store.
+    """
+    from .store import CooccurrenceStore
+
+    store = CooccurrenceStore.open(store_path, lease=False)
+    return os.path.join(store.path, CACHE_DIR), int(store.version), int(store.q_bytes())
+
+
+def _is_entry(root: str, name: str) -> bool:
+    return (not name.startswith(".") and ".partial-" not in name
+            and not name.endswith((_LOCK_SUFFIX, ".owner"))
+            and _is_zarr_array(os.path.join(root, name)))
+
+
+def _entries(root: str) -> list[dict[str, Any]]:
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        if not _is_entry(root, name):
+            continue
+        path = os.path.join(root, name)
+        lock = path + _LOCK_SUFFIX
+        try:
+            used = os.stat(lock).st_mtime
+        except OSError:
+            try:
+                used = os.stat(path).st_mtime
+            except OSError:  # removed meanwhile
+                continue
+        m = _KEY_RE.fullmatch(name)
+        out.append({"key": name, "path": path, "bytes": _disk_bytes(path), "last_used": used,
+                    "version": int(m.group(1)) if m else None,
+                    "in_use": is_locked(lock)})
+    return out
+
+
+def cache_entries(store_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The rectified arrays cached in a store, most recently used first.
+
+    Parameters
+    ----------
+    store_path : path
+        The co-occurrence store.
+
+    Returns
+    -------
+    list of dict
+        Per entry: ``path``, ``key`` (``v<version>-K<K>-<method>-<iterations>-seed<seed>``),
+        ``version``, ``bytes`` on disk, ``last_used`` (seconds since the epoch) and
+        ``in_use`` (a live fit holds it).
+    """
+    root, _, _ = _cache_root(store_path)
+    return sorted(_entries(root), key=lambda e: -e["last_used"])
+
+
+def cache_bytes(store_path: str | os.PathLike[str]) -> int:
+    """Bytes on disk of a store's cache of rectified arrays (entries and partial ones)."""
+    root, _, _ = _cache_root(store_path)
+    return _disk_bytes(root) if os.path.isdir(root) else 0
+
+
+def _evict(root: str, key: str) -> int | None:
+    """Remove the entry ``key`` unless a live fit holds it: bytes freed, or None."""
+    path = os.path.join(root, key)
+    lock = _hold(path + _LOCK_SUFFIX)
+    if lock is None:
+        return None
+    try:
+        size = _disk_bytes(path)
+        shutil.rmtree(path, ignore_errors=True)
+        return 0 if os.path.exists(path) else size
+    finally:
+        _release_owner(lock)  # the lock file goes with its entry
+
+
+def _collect_cache(root: str) -> int:
+    """Remove the debris of dead fits in the cache directory: partial arrays (and scratch
+    directories) whose owner is dead, and lock files of missing entries that nobody holds."""
+    freed = _collect_debris(root, lambda n: (re.fullmatch(r".+\.partial-[0-9a-f]{8}", n) is not None
+                                      or re.fullmatch(_WORK_RE, n) is not None))
+    try:
+        names = set(os.listdir(root))
+    except OSError:
+        return freed
+    for name in sorted(names):
+        if name.endswith(_LOCK_SUFFIX) and name[: -len(_LOCK_SUFFIX)] not in names:
+            lock = _hold(os.path.join(root, name))
+            if lock is not None:
+                if not os.path.exists(os.path.join(root, name[: -len(_LOCK_SUFFIX)])):
+                    _release_owner(lock)
+                else:  # written meanwhile
+                    lock.release()
+    return freed
+
+
+def _trim(root: str, version: int, limit: int, keep: set[str], reserve: int = 0) -> int:
+    """Bound the cache: remove unused entries of other versions, then the least recently
+    used ones until the rest (plus ``reserve`` bytes about to be written) fits ``limit``;
+    entries in ``keep`` and those a live fit holds stay. Bytes freed."""
+    freed = 0
+    rest = []
+    for e in sorted(_entries(root), key=lambda e: e["last_used"]):
+        if e["key"] not in keep and e["version"] != version:
+            f = _evict(root, e["key"])
+            if f is not None:
+                freed += f
+                continue
+        rest.append(e)
+    total = reserve + sum(e["bytes"] for e in rest)
+    for e in rest:  # least recently used first
+        if total <= limit:
+            break
+        if e["key"] in keep:
+            continue
+        f = _evict(root, e["key"])
+        if f is not None:
+            freed += f
+            total -= e["bytes"]
+    return freed
+
+
+def clear_cache(store_path: str | os.PathLike[str]) -> int:
+    """Remove a store's cached rectified arrays, except those live fits are using or
+    writing, and the debris of dead fits.
+
+    Parameters
+    ----------
+    store_path : path
+        The co-occurrence store.
+
+    Returns
+    -------
+    int
+        Bytes freed.
+
+    Raises
+    ------
+    StoreError
+        When ``store_path`` is not a store.
+    PermissionError
+        When the cache directory cannot be written.
+    """
+    root, _, _ = _cache_root(store_path)
+    if not os.path.isdir(root):
+        return 0
+    if not os.access(root, os.W_OK):
+        raise PermissionError(f"{root}: cannot clear the cache (not writable)")
+    freed = _collect_cache(root)
+    for e in _entries(root):
+        f = _evict(root, e["key"])
+        freed += f or 0
+    return freed
+
+
+def open_cache_entry(store_path: str, key: str, *, version: int, limit: int,
+                     reserve: int = 0) -> CacheEntry | None:
+    """The cache entry ``key`` of the store at ``store_path``, held for a fit.
+
+    Debris of dead fits is collected, and the cache bounded (:func:`cache_limit`; ``reserve``
+    bytes of a new entry counted), keeping this entry.
+
+    Parameters
+    ----------
+    store_path : str
+        The store (already opened by the caller).
+    key : str
+        The entry's name.
+    version : int
+        The store's head version (entries of others are removed once unused).
+    limit : int
+        The cache's byte bound.
+    reserve : int
+        Bytes the entry will take if it is written.
+
+    Returns
+    -------
+    CacheEntry or None
+        Held shared when it exists (``reused``), exclusive when the caller is to write it;
+        None when it cannot be used: the store is read-only, or another fit is writing it
+        (the caller then rectifies into its own scratch, without caching).
+    """
+    root = os.path.join(store_path, CACHE_DIR)
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError:
+        return None
+    _collect_cache(root)
+    path = os.path.join(root, key)
+    lpath = path + _LOCK_SUFFIX
+    entry = None
+    if _is_zarr_array(path):
+        lock = _hold(lpath, shared=True)
+        if lock is not None and _is_zarr_array(path):  # not removed before we held it
+            entry = CacheEntry(path, True, lock)
+        elif lock is not None:
+            lock.release()
+    if entry is None:
+        lock = _hold(lpath, record=owner_record())
+        if lock is None:
+            return None
+        entry = CacheEntry(path, _is_zarr_array(path), lock)  # written meanwhile: reused
+    try:
+        os.utime(lpath)  # the entry's last use
+    except OSError:
+        pass
+    _trim(root, version, limit, {key}, 0 if entry.reused else reserve)
+    return entry

@@ -45,10 +45,10 @@ non-zeros only.
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
 import uuid
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -82,6 +82,8 @@ SAMPLE_TOKENS = 50_000_000
 START_FLOOR = 1e-10  # added to every entry of the starting topics: no token has probability 0
 THETA_TOL = 1e-3  # a document's E-step stops when no count of N_d moves more than this × n_d
 THETA_MAX_ITER = 100
+#: Name prefix of the refinement's scratch directory (owned: see ``streamtopic._scratch``).
+REFINE_PREFIX = ".streamtopic-refine-"
 
 
 @dataclass
@@ -466,7 +468,8 @@ def refine_topics(
         Seed of the sample's partitions.
     scratch : str, optional
         Directory for the topics the workers read (default: a temporary directory); shared
-        by the workers on a cluster.
+        by the workers on a cluster. A subdirectory ``.streamtopic-refine-*`` is made,
+        owned by this process and removed at the end; those of killed processes are removed.
     progress : bool
         Show a progress bar per pass.
 
@@ -485,9 +488,12 @@ def refine_topics(
         raise ValueError(f"vocab has {len(vocab)} words; components have {V} columns")
     c = corpus if isinstance(corpus, Corpus) else read_corpus(corpus)
     vocab_d = delayed(list(vocab), pure=True, traverse=False)
-    if scratch is not None:
-        os.makedirs(scratch, exist_ok=True)
-    work = tempfile.mkdtemp(prefix="refine-", dir=scratch)
+    from ._scratch import collect, owned_dir
+
+    parent = scratch if scratch is not None else tempfile.gettempdir()
+    collect(parent, lambda n: n.startswith(REFINE_PREFIX))
+    owner = ExitStack()
+    work = owner.enter_context(owned_dir(parent, REFINE_PREFIX))
     result = RefineResult(_start(beta, V), np.full(K, 1.0 / K), partitions=c.npartitions)
     try:
         t0 = time.perf_counter()
@@ -511,7 +517,7 @@ def refine_topics(
             result.corpus_docs = result.sample_docs + n_rest
             result.full_pass_seconds = time.perf_counter() - t0
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        owner.close()  # removes ``work``
     result.components, result.topic_tokens = topics.beta, topics.totals
     result.prevalence = topics.totals / max(float(topics.totals.sum()), 1e-300)
     return result

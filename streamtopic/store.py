@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import time
 import uuid
 from collections.abc import Sequence
@@ -31,6 +30,8 @@ from typing import Any
 
 import numpy as np
 import zarr
+
+from ._locking import FileLock, is_locked, owner_record
 
 __all__ = ["StoreError", "CooccurrenceStore", "DEFAULT_CHUNK"]
 
@@ -66,86 +67,191 @@ def _pid_alive(pid: int) -> bool:
 
 
 class _WriterLock:
-    """An exclusive lock file: one writer per store. Stale locks of dead local processes are
-    taken over."""
+    """The store's writer lock: an exclusive ``flock`` on ``STORE/.streamtopic.lock``.
+
+    The lock belongs to an open file, so it vanishes with its process: a killed writer leaves
+    the file (with its record: host, pid, time) but not the lock, and the next writer simply
+    takes it. The file is never removed, so two writers can never each lock a different file
+    of the same name."""
 
     def __init__(self, root: str) -> None:
         self.path = os.path.join(root, _LOCK)
-        self.held = False
+        self._lock = FileLock(self.path)
+
+    @property
+    def held(self) -> bool:
+        return self._lock.held
 
     def acquire(self) -> None:
-        me = {"host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                try:
-                    with open(self.path) as fh:
-                        other = json.load(fh)
-                except (OSError, ValueError):
-                    other = {}
-                same_host = other.get("host") == me["host"]
-                if same_host and not _pid_alive(int(other.get("pid", -1))):
-                    os.remove(self.path)  # stale: its writer died
-                    continue
-                raise StoreError(
-                    f"{os.path.dirname(self.path)}: another ingest is writing this store "
-                    f"(pid {other.get('pid')} on {other.get('host')}); if it is gone, remove "
-                    f"{self.path}"
-                ) from None
-            with os.fdopen(fd, "w") as fh:
-                json.dump(me, fh)
-            self.held = True
-            return
-        raise StoreError(f"{self.path}: cannot take the writer lock")  # pragma: no cover
+        """Take the lock, or raise :class:`StoreError` naming the writer holding it."""
+        try:
+            took = self._lock.acquire(record=owner_record())
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot take the writer lock ({exc.strerror})") from None
+        if not took:
+            other = self._lock.read_record()
+            raise StoreError(
+                f"{os.path.dirname(self.path)}: another ingest is writing this store "
+                f"(pid {other.get('pid', '?')} on {other.get('host', '?')})"
+            )
 
     def release(self) -> None:
-        if self.held:
-            try:
-                os.remove(self.path)
-            except FileNotFoundError:
-                pass
-            self.held = False
+        self._lock.release()
+
+
+_READERS = "readers"
+
+
+class _Lease:
+    """A reader's lease on one version: ``STORE/readers/<id>.json`` (the version, host, pid),
+    share-locked for as long as the reader holds it. Writers keep every version a live lease
+    names, with the blocks it reads; a lease whose lock is free (its reader died) is debris.
+
+    Made under a temporary name and renamed into place once locked, so a writer never sees
+    an unlocked lease of a live reader."""
+
+    def __init__(self, root: str, version: int) -> None:
+        folder = os.path.join(root, _READERS)
+        os.makedirs(folder, exist_ok=True)
+        name = uuid.uuid4().hex
+        tmp = os.path.join(folder, f".tmp-{name}")
+        self.path = os.path.join(folder, f"{name}.json")
+        self._lock = FileLock(tmp, shared=True)
+        self._lock.acquire(blocking=True)
+        try:
+            with open(tmp, "w") as fh:
+                json.dump(dict(owner_record(), version=int(version)), fh)
+            os.rename(tmp, self.path)
+        except BaseException:
+            self._lock.release()
+            _remove_quietly(tmp)
+            raise
+
+    def release(self) -> None:
+        _remove_quietly(self.path)  # first the file, then the lock: never an unlocked lease
+        self._lock.release()
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _read_head(root: str) -> int | None:
+    """The head version in the root ``zarr.json`` as it is on disk now (None if unreadable)."""
+    try:
+        with open(os.path.join(root, "zarr.json")) as fh:
+            return int(json.load(fh)["attributes"]["streamtopic"]["head"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def live_leases(root: str, *, collect: bool = False) -> list[int] | None:
+    """The versions named by live readers' leases of the store at ``root``; with ``collect``
+    (a writer, holding the lock), the files of dead readers are removed. None when a live
+    lease cannot be read (then nothing may be deleted)."""
+    folder = os.path.join(root, _READERS)
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return []
+    versions: list[int] = []
+    unreadable = False
+    for entry in entries:
+        if entry.name.startswith(".tmp-"):  # a lease being made, or a reader killed making it
+            if collect and not is_locked(entry.path) and _age(entry.path) > 60:
+                _remove_quietly(entry.path)
+            continue
+        if not entry.name.endswith(".json"):
+            continue
+        if not is_locked(entry.path):
+            if collect:
+                _remove_quietly(entry.path)
+            continue
+        try:
+            with open(entry.path) as fh:
+                versions.append(int(json.load(fh)["version"]))
+        except FileNotFoundError:
+            continue  # released meanwhile
+        except (OSError, ValueError, KeyError, TypeError):
+            unreadable = True
+    return None if unreadable else versions
+
+
+def _age(path: str) -> float:
+    try:
+        return time.time() - os.path.getmtime(path)
+    except OSError:
+        return 0.0
 
 
 @dataclass
 class Transaction:
-    """An ingest round being written: a new version beside the head."""
+    """An ingest round being written: a new version beside the head.
+
+    ``owns_lock``: the round took the writer lock itself (in :meth:`CooccurrenceStore.begin`)
+    and releases it when it commits or aborts; otherwise its caller holds the lock."""
 
     store: CooccurrenceStore
     number: int
     lock: _WriterLock
+    owns_lock: bool = True
 
     @property
     def group_path(self) -> str:
         return _vname(self.number)
 
+    def finish(self) -> None:
+        if self.owns_lock:
+            self.lock.release()
+
 
 def read_q_block(
-    root: str, version: int, rows: slice, cols: slice, scale: float = 1.0
+    root: str, version: int, rows: slice, cols: slice, scale: float = 1.0, nnz: int = -1
 ) -> np.ndarray:
     """Read one block of the sum from a version (zeros for version 0), times ``scale``
-    (1/n_docs gives Q itself)."""
+    (1/n_docs gives Q itself).
+
+    ``nnz`` is the block's recorded count of non-zeros (-1: unknown). A block recorded with
+    non-zeros that reads as all zeros (its chunk file is gone), or whose chunk fails to decode
+    or to match its checksum, raises :class:`StoreError`: damage is never read as zeros."""
     shape = (rows.stop - rows.start, cols.stop - cols.start)
     if version <= 0:
         return np.zeros(shape)
-    arr = zarr.open_array(store=root, path=f"{_vname(version)}/Q", mode="r")
-    out = np.asarray(arr[rows, cols], dtype=np.float64)
+    try:
+        arr = zarr.open_array(store=root, path=f"{_vname(version)}/Q", mode="r")
+        out = np.asarray(arr[rows, cols], dtype=np.float64)
+    except Exception as exc:  # zarr, blosc and crc32c raise several types
+        raise _damage(root, version, rows, cols, f"cannot be read ({exc})") from exc
+    if nnz > 0 and not out.any():
+        raise _damage(root, version, rows, cols,
+                      f"is missing (the store recorded {nnz:,} non-zeros)")
     if scale != 1.0:
         out *= scale
     return out
 
 
+def _damage(root: str, version: int, rows: slice, cols: slice, what: str) -> StoreError:
+    return StoreError(
+        f"{root}: block of Q at rows {rows.start}:{rows.stop}, columns {cols.start}:{cols.stop} "
+        f"(version {version}) {what}; the store is damaged (see `streamtopic verify`)"
+    )
+
+
 def read_array_dense(
     arr: zarr.Array, *, scale: float = 1.0, block_versions: np.ndarray | None = None,
-    root: str | None = None, threads: int | None = None,
+    root: str | None = None, threads: int | None = None, block_nnz: np.ndarray | None = None,
 ) -> np.ndarray:
     """A whole 2-D zarr array read into one in-memory array, times ``scale``.
 
     Every chunk is decoded straight into its slice of the result by a pool of ``threads``
     (default: the usable cores), so the read costs one pass and no concatenated copies.
     With ``block_versions`` (nb×nb) and ``root``, chunk (i, j) is read from the store version
-    ``block_versions[i, j]`` (0: zeros) instead of ``arr``.
+    ``block_versions[i, j]`` (0: zeros) instead of ``arr``; ``block_nnz`` (nb×nb, -1:
+    unknown) is each block's recorded count of non-zeros, checked as :func:`read_q_block`
+    does.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -174,7 +280,15 @@ def read_array_dense(
         if src is None:
             view.fill(0.0)
             return
-        src.get_basic_selection(sel, out=NDBuffer.from_numpy_array(view))
+        v = int(block_versions[i, j]) if block_versions is not None else 0
+        try:
+            src.get_basic_selection(sel, out=NDBuffer.from_numpy_array(view))
+        except Exception as exc:  # zarr, blosc and crc32c raise several types
+            raise _damage(str(root or arr.store), v, *sel, f"cannot be read ({exc})") from exc
+        expected = int(block_nnz[i, j]) if block_nnz is not None else -1
+        if expected > 0 and not view.any():
+            raise _damage(str(root or arr.store), v, *sel,
+                          f"is missing (the store recorded {expected:,} non-zeros)")
         if scale != 1.0:
             view *= scale
 
@@ -191,13 +305,14 @@ def read_array_dense(
 
 
 def _q_block_task(
-    v: np.ndarray, root: str, c: int, V: int, scale: float, block_id: tuple[int, int] | None = None
+    v: np.ndarray, nnz: np.ndarray, root: str, c: int, V: int, scale: float,
+    block_id: tuple[int, int] | None = None,
 ) -> np.ndarray:
     assert block_id is not None
     i, j = block_id
     rows = slice(i * c, min(V, (i + 1) * c))
     cols = slice(j * c, min(V, (j + 1) * c))
-    return read_q_block(root, int(v.ravel()[0]), rows, cols, scale)
+    return read_q_block(root, int(v.ravel()[0]), rows, cols, scale, int(nnz.ravel()[0]))
 
 
 class QBlocks:
@@ -216,16 +331,18 @@ class QBlocks:
     def __init__(
         self, V: int, chunk: int, *, root: str | None = None,
         versions: np.ndarray | None = None, scale: float = 1.0, path: str | None = None,
-        array: np.ndarray | None = None,
+        array: np.ndarray | None = None, nnz: np.ndarray | None = None,
     ) -> None:
         self.V, self.chunk = int(V), int(chunk)
         self.root, self.versions, self.scale = root, versions, float(scale)
+        self.nnz = nnz
         self.path, self.array = path, array
 
     @classmethod
     def from_store(cls, store: CooccurrenceStore) -> QBlocks:
         return cls(store.V, store.chunk_size, root=store.path,
-                   versions=np.asarray(store.block_versions), scale=1.0 / store.n_docs)
+                   versions=np.asarray(store.block_versions), scale=1.0 / store.n_docs,
+                   nnz=store.block_nnz)
 
     @classmethod
     def from_zarr(cls, path: str) -> QBlocks:
@@ -286,7 +403,8 @@ class QBlocks:
         if self.path is not None:
             return np.asarray(_open_read_only(self.path)[rows, cols], dtype=np.float64)
         assert self.root is not None and self.versions is not None
-        return read_q_block(self.root, int(self.versions[i, j]), rows, cols, self.scale)
+        nnz = int(self.nnz[i, j]) if self.nnz is not None else -1
+        return read_q_block(self.root, int(self.versions[i, j]), rows, cols, self.scale, nnz)
 
 
 def upper_blocks(nb: int) -> list[tuple[int, int]]:
@@ -365,12 +483,19 @@ class CooccurrenceStore:
         self._meta: dict[str, Any] = dict(meta)
         self._vocab: list[str] | None = None
         self._head_attrs: dict[str, Any] | None = None
+        self._lease: _Lease | None = None
+        self._finalizer: Any = None
 
     # ------------------------------------------------------------------ opening and creating
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> CooccurrenceStore:
-        """Open an existing store for reading.
+    def open(cls, path: str | os.PathLike[str], *, lease: bool = True) -> CooccurrenceStore:
+        """Open an existing store for reading, pinned to its current head version.
+
+        The object reads that version until it is closed, even while ingests commit newer
+        ones: unless ``lease=False``, it holds a reader's lease (a share-locked file under
+        ``readers/``) that keeps the version's data on disk. Close it with :meth:`close`
+        (or use it as a context manager); a dead process's lease lapses by itself.
 
         Raises
         ------
@@ -386,13 +511,49 @@ class CooccurrenceStore:
             root = zarr.open_group(path, mode="r")
         except Exception as exc:  # zarr raises several types for foreign data
             raise StoreError(f"{path}: not a streamtopic co-occurrence store ({exc})") from exc
-        return cls(path, root)
+        store = cls(path, root)
+        if lease:
+            store._take_lease()
+        return store
+
+    def _take_lease(self) -> None:
+        """Pin the head version this object reads: a lease that writers honour, so the
+        version's blocks and counts stay on disk until :meth:`close`. The head is read again
+        after the lease exists; if a commit came in between, the lease moves to the new head
+        (a writer lists the leases only after its commit, so it sees this one)."""
+        import weakref
+
+        while True:
+            version = self.version
+            try:
+                lease = _Lease(self.path, version)
+            except OSError:  # a store we cannot write: no writer of ours can delete from it
+                return
+            if _read_head(self.path) in (version, None):
+                break
+            lease.release()
+            self._reload()
+        self._lease = lease
+        self._finalizer = weakref.finalize(self, lease.release)
+
+    def close(self) -> None:
+        """Release the lease on the version this object reads (writers may then delete what
+        only that version used). Reading afterwards is not safe under concurrent ingests."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._lease = self._finalizer = None
+
+    def __enter__(self) -> CooccurrenceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @staticmethod
     def is_store(path: str | os.PathLike[str]) -> bool:
         """Whether ``path`` holds a co-occurrence store."""
         try:
-            CooccurrenceStore.open(path)
+            CooccurrenceStore.open(path, lease=False)
         except StoreError:
             return False
         return True
@@ -471,7 +632,7 @@ class CooccurrenceStore:
         txn = store.begin()
         try:
             arr = store._staging_q(txn)
-            written = []
+            written, nnz = [], {}
             for i in range(store.n_blocks):
                 for j in range(store.n_blocks):
                     r, s = store.block_slices(i, j)
@@ -480,6 +641,7 @@ class CooccurrenceStore:
                     if np.any(blk):
                         arr[r, s] = blk * float(n_docs)
                         written.append((i, j))
+                        nnz[(i, j)] = int(np.count_nonzero(blk))
             known = word_counts is not None
             store.commit(
                 txn,
@@ -488,6 +650,7 @@ class CooccurrenceStore:
                 n_tokens=int(n_tokens or 0),
                 word_counts=np.zeros(V, np.int64) if word_counts is None else word_counts,
                 doc_freq=np.zeros(V, np.int64) if doc_freq is None else doc_freq,
+                block_nnz=nnz,
                 extra={"counts_known": known or doc_freq is not None},
             )
         except BaseException:
@@ -586,16 +749,33 @@ class CooccurrenceStore:
             return np.zeros((self.n_blocks, self.n_blocks), np.int32)
         return np.asarray(self._root[f"{_vname(self.version)}/block_versions"][:])
 
+    @property
+    def block_nnz(self) -> np.ndarray | None:
+        """(nb, nb) int64: each block's recorded count of non-zeros (0 for zero blocks), or
+        None for a store that did not record them."""
+        recorded = self._head().get("block_nnz")
+        if recorded is None:
+            return None if self.version > 0 else np.zeros((self.n_blocks,) * 2, np.int64)
+        out = np.zeros((self.n_blocks, self.n_blocks), np.int64)
+        for key, n in recorded.items():
+            i, j = (int(x) for x in key.split(","))
+            out[i, j] = int(n)
+        return out
+
     def _dask(self, scale: float) -> Any:
         import dask.array as da
 
         c, V, nb = self.chunk_size, self.V, self.n_blocks
         sizes = tuple(min(c, V - i * c) for i in range(nb))
-        vers = da.from_array(self.block_versions, chunks=1, name=f"stq-bv-{self.uid}-{self.version}")
-        return vers.map_blocks(
-            _q_block_task, self.path, c, V, scale,
+        name = f"{self.uid}-{self.version}"
+        vers = da.from_array(self.block_versions, chunks=1, name=f"stq-bv-{name}")
+        nnz = self.block_nnz
+        counts = da.from_array(np.full((nb, nb), -1, np.int64) if nnz is None else nnz,
+                               chunks=1, name=f"stq-nnz-{name}")
+        return da.map_blocks(
+            _q_block_task, vers, counts, self.path, c, V, scale,
             chunks=(sizes, sizes), dtype=np.float64, meta=np.empty((0, 0)),
-            name=f"stq-Q-{self.uid}-{self.version}-{scale!r}",
+            name=f"stq-Q-{name}-{scale!r}",
         )
 
     @property
@@ -623,7 +803,7 @@ class CooccurrenceStore:
         scale = 1.0 / self.n_docs if normalised else 1.0
         assert head.chunks == (c, c)
         return read_array_dense(head, scale=scale, block_versions=bv, root=self.path,
-                                threads=threads)
+                                threads=threads, block_nnz=self.block_nnz)
 
     def read_submatrix(self, ids: np.ndarray, *, threads: int | None = None) -> np.ndarray:
         """Q restricted to the words ``ids``: Q[ids][:, ids] (n×n float64, the sum divided by
@@ -708,25 +888,106 @@ class CooccurrenceStore:
             "nnz": nnz,
             "density": nnz / float(self.V) ** 2 if self.V else 0.0,
             "bytes_on_disk": disk,
+            "missing_blocks": self.missing_blocks(),
             "sources": self.sources,
         }
 
+    def missing_blocks(self) -> list[list[int]]:
+        """The blocks [i, j, version] recorded with non-zeros whose chunk file is gone: a
+        quick check (one ``stat`` per block; :meth:`verify` reads them all)."""
+        recorded = self.block_nnz
+        if recorded is None:
+            return []
+        bv = self.block_versions
+        return [[i, j, int(bv[i, j])] for i, j in np.argwhere((recorded > 0) & (bv > 0)).tolist()
+                if not _chunk_exists(self.path, f"{_vname(int(bv[i, j]))}/Q", i, j)]
+
+    def verify(self, *, inputs: bool = False, threads: int | None = None) -> list[str]:
+        """Check the version this object reads, and return the problems found (none: []).
+
+        Every stored block of Q is read and decoded, which checks its CRC-32C checksum, and
+        its non-zeros are counted against the store's record, so a lost or corrupted chunk is
+        found. The counts must be readable; for a store built by ingest, the entries of the
+        stored sum must add up to the document count (each document's Q_d sums to 1); the
+        manifest must match its digest. With ``inputs``, every recorded input must also
+        exist with its recorded content (:func:`~streamtopic.corpus.verify_recorded_inputs`).
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        from .cluster import usable_cores
+
+        problems: list[str] = []
+        try:
+            bv = self.block_versions
+            _ = self.word_counts, self.doc_freq
+        except Exception as exc:
+            return [f"version {self.version}: its counts cannot be read ({exc})"]
+        recorded = self.block_nnz
+        jobs = [(i, j) for i, j in np.argwhere(bv > 0).tolist()]
+
+        def check(ij: tuple[int, int]) -> tuple[float, str | None]:
+            i, j = ij
+            rows, cols = self.block_slices(i, j)
+            want = int(recorded[i, j]) if recorded is not None else -1
+            try:
+                block = read_q_block(self.path, int(bv[i, j]), rows, cols, 1.0, want)
+            except StoreError as exc:
+                return 0.0, str(exc).split(": ", 1)[-1]
+            got = int(np.count_nonzero(block))
+            if want >= 0 and got != want:
+                return 0.0, (f"block ({i}, {j}) of version {int(bv[i, j])} holds {got:,} "
+                             f"non-zeros; the store recorded {want:,}")
+            return float(block.sum()), None
+
+        total = 0.0
+        with ThreadPoolExecutor(max(1, min(threads or usable_cores(), len(jobs) or 1))) as pool:
+            for value, problem in pool.map(check, jobs):
+                total += value
+                if problem is not None:
+                    problems.append(problem)
+        built_by_ingest = "tokenizer" in self.config or "pruning" in self.config
+        if not problems and built_by_ingest and self.n_docs > 0:
+            if abs(total - self.n_docs) > 1e-9 * max(1.0, self.n_docs):
+                problems.append(f"the stored sum of Q adds up to {total:.12g}, not to the "
+                                f"{self.n_docs:,} documents counted")
+        digest = self._head().get("sources_digest")
+        if digest is not None and digest != sources_digest(self.uid, self.sources):
+            problems.append("the manifest of inputs does not match its digest")
+        elif inputs:
+            from .corpus import verify_recorded_inputs
+
+            try:
+                verify_recorded_inputs(self)
+            except StoreError as exc:
+                problems.append(str(exc))
+        return problems
+
     # ------------------------------------------------------------------ writing
 
-    def begin(self) -> Transaction:
-        """Start an ingest round: take the writer lock, drop debris of dead rounds and create
-        the new version's (empty) Q array."""
+    def writer_lock(self) -> _WriterLock:
+        """Take the store's writer lock (held until its ``release``), or raise
+        :class:`StoreError` if another writer holds it. An ingest takes it before it reads
+        anything, so a second writer is refused at once."""
         lock = _WriterLock(self.path)
         lock.acquire()
+        return lock
+
+    def begin(self, lock: _WriterLock | None = None) -> Transaction:
+        """Start an ingest round: take the writer lock (unless ``lock``, held by the caller,
+        is given), drop debris of dead rounds and create the new version's (empty) Q array.
+        The object then reads the head as it is now."""
+        owns = lock is None
+        lock = self.writer_lock() if lock is None else lock
         try:
             self._reload()
             self.cleanup()
             number = self.version + 1  # cleanup() removed any debris of an earlier round
-            txn = Transaction(self, number, lock)
+            txn = Transaction(self, number, lock, owns)
             self._staging_q(txn, create=True)
             return txn
         except BaseException:
-            lock.release()
+            if owns:
+                lock.release()
             raise
 
     def _staging_q(self, txn: Transaction, create: bool = False) -> zarr.Array:
@@ -751,13 +1012,15 @@ class CooccurrenceStore:
         n_skipped_docs: int = 0,
         n_oov_tokens: int = 0,
         n_replaced_bytes: int = 0,
-        nnz: int | None = None,
+        block_nnz: dict[tuple[int, int], int] | None = None,
         new_sources: Sequence[dict[str, Any]] = (),
         extra: dict[str, Any] | None = None,
     ) -> None:
         """Finish a round: write its counts and block map, then switch the head atomically.
 
         The counts are the round's *additions*; they are added to the head's totals.
+        ``block_nnz`` gives the non-zeros of each block written (both (i, j) and its mirror);
+        the store keeps them to detect lost blocks.
         """
         try:
             head = self._head()
@@ -767,16 +1030,20 @@ class CooccurrenceStore:
             bv = self.block_versions.copy()
             for i, j in written:
                 bv[i, j] = number
-            vg.create_array("block_versions", data=bv.astype(np.int32))
             V = self.V
+            checked = {"compressors": _checked()}
+            vg.create_array("block_versions", data=bv.astype(np.int32), **checked)
             vg.create_array(
                 "word_counts", data=(self.word_counts + np.asarray(word_counts, np.int64)),
-                chunks=(min(V, 2**20),),
+                chunks=(min(V, 2**20),), **checked,
             )
             vg.create_array(
                 "doc_freq", data=(self.doc_freq + np.asarray(doc_freq, np.int64)),
-                chunks=(min(V, 2**20),),
+                chunks=(min(V, 2**20),), **checked,
             )
+            nnz_map = dict(head.get("block_nnz", {}))
+            for (i, j), n in (block_nnz or {}).items():
+                nnz_map[f"{i},{j}"] = int(n)
             sources = list(head["sources"]) + [dict(s, version=number) for s in new_sources]
             attrs = {
                 "number": number,
@@ -785,8 +1052,10 @@ class CooccurrenceStore:
                 "n_skipped_docs": int(head["n_skipped_docs"]) + int(n_skipped_docs),
                 "n_oov_tokens": int(head["n_oov_tokens"]) + int(n_oov_tokens),
                 "n_replaced_bytes": int(head["n_replaced_bytes"]) + int(n_replaced_bytes),
-                "nnz": int(nnz) if nnz is not None else int(head.get("nnz", 0)),
+                "nnz": int(sum(nnz_map.values())),
+                "block_nnz": nnz_map,
                 "sources": sources,
+                "sources_digest": sources_digest(self.uid, sources),
                 "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "counts_known": bool(head.get("counts_known", True)),
             }
@@ -799,27 +1068,44 @@ class CooccurrenceStore:
             self._reload()
             self.cleanup()
         finally:
-            txn.lock.release()
+            txn.finish()
 
     def abort(self, txn: Transaction) -> None:
         """Drop an unfinished round; the head is untouched."""
         try:
-            grp = zarr.open_group(self.path, mode="r+")
-            if txn.group_path in grp:
-                del grp[txn.group_path]
+            path = os.path.join(self.path, txn.group_path)
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
         finally:
-            txn.lock.release()
+            txn.finish()
 
     def cleanup(self) -> None:
-        """Remove what the head no longer references: versions of dead rounds, superseded
-        versions and superseded blocks. Never touches data the head reads."""
+        """Remove what neither the head nor a live reader's version uses: versions of dead
+        rounds, superseded versions and superseded blocks, and dead readers' leases.
+
+        Called by writers, holding the lock, after their commit (so every reader that could
+        still see an older head has its lease in place by then). A version that a live lease
+        names keeps its counts and every block it reads until the lease is released."""
         versions = os.path.join(self.path, "versions")
         if not os.path.isdir(versions):
             return
-        grp = zarr.open_group(self.path, mode="r+")
+        leased = live_leases(self.path, collect=True)
+        if leased is None:  # a lease we cannot read: delete nothing this time
+            return
         head = self.version
-        bv = self.block_versions
-        referenced = set(np.unique(bv).tolist()) | {head}
+        kept = {head} | {v for v in leased if 0 < v <= head}
+        maps = {}
+        for v in kept:
+            if v == 0:
+                continue
+            try:
+                maps[v] = np.asarray(self._root[f"{_vname(v)}/block_versions"][:])
+            except Exception:  # a leased version we cannot read: delete nothing this time
+                return
+        referenced = set(kept)
+        for bv in maps.values():
+            referenced |= set(np.unique(bv).tolist())
+        grp = zarr.open_group(self.path, mode="r+")
         # Walk the directory, not the zarr hierarchy: a writer killed while zarr was
         # creating a group leaves a directory without metadata (or a ``*.partial`` file),
         # which the hierarchy does not list. The caller holds the writer lock.
@@ -835,18 +1121,35 @@ class CooccurrenceStore:
             if number not in referenced:
                 shutil.rmtree(entry.path, ignore_errors=True)
                 continue
-            if number == head:
+            if number in kept:
                 continue
             vg = grp[f"versions/{name}"]
             for arr_name in ("word_counts", "doc_freq", "block_versions"):
                 if arr_name in vg:
                     del vg[arr_name]
-            q = vg["Q"]
-            stale = np.argwhere(bv != number)
-            for i, j in stale.tolist():
-                r, s = self.block_slices(i, j)
-                if _chunk_exists(self.path, f"versions/{name}/Q", i, j):
-                    q[r, s] = 0.0  # an all-fill chunk is deleted, not stored
+            used = np.zeros((self.n_blocks, self.n_blocks), dtype=bool)
+            for bv in maps.values():
+                used |= bv == number
+            for i, j in np.argwhere(~used).tolist():
+                chunk = os.path.join(self.path, "versions", name, "Q", "c", str(i), str(j))
+                _remove_quietly(chunk)
+
+
+def sources_digest(uid: str, sources: Sequence[dict[str, Any]]) -> str:
+    """SHA-256 of a store's manifest (its inputs, as JSON) and its uid: the manifest as the
+    store wrote it. A manifest edited by hand no longer matches, and its inputs are not read."""
+    import hashlib
+
+    text = json.dumps({"uid": uid, "sources": list(sources)}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _checked() -> list[Any]:
+    """A CRC-32C checksum on every chunk: a corrupted chunk fails to read instead of
+    decoding into wrong numbers."""
+    from zarr.codecs import Crc32cCodec
+
+    return [Crc32cCodec()]
 
 
 def _q_compressor() -> Any:
@@ -856,7 +1159,7 @@ def _q_compressor() -> Any:
     density) and encode 3× faster; dense blocks compress about 1.1–1.2× either way."""
     from zarr.codecs import BloscCodec
 
-    return BloscCodec(cname="lz4", clevel=5, shuffle="noshuffle")
+    return [BloscCodec(cname="lz4", clevel=5, shuffle="noshuffle"), *_checked()]
 
 
 def _chunk_exists(root: str, array_path: str, i: int, j: int) -> bool:
@@ -866,3 +1169,15 @@ def _chunk_exists(root: str, array_path: str, i: int, j: int) -> bool:
 def remove_store(path: str) -> None:
     """Delete a store directory (used for temporary stores)."""
     shutil.rmtree(path, ignore_errors=True)
+
+
+def looks_like_store(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a directory laid out like a co-occurrence store (a root
+    ``zarr.json``, a ``versions/`` directory or a writer's lock file), whether or not it
+    opens. Such a directory (a model saved as zarr is one too) is never raw input."""
+    path = os.fspath(path)
+    return os.path.isdir(path) and (
+        os.path.isfile(os.path.join(path, "zarr.json"))
+        or os.path.isdir(os.path.join(path, "versions"))
+        or os.path.lexists(os.path.join(path, _LOCK))
+    )

@@ -63,19 +63,18 @@ def tree_digest(root):
 
 
 def snapshot(path):
-    s = CooccurrenceStore.open(path)
-    with dask.config.set(scheduler="threads"):
-        q = s.Q_sum.compute()
-    return {
-        "version": s.version,
-        "n_docs": s.n_docs,
-        "n_tokens": s.n_tokens,
-        "Q_sum": q,
-        "sources": s.sources,
-        "vocab": list(s.vocab),
-        "word_counts": s.word_counts.tolist(),
-        "files": tree_digest(path),
-    }
+    with CooccurrenceStore.open(path) as s, dask.config.set(scheduler="threads"):
+        out = {
+            "version": s.version,
+            "n_docs": s.n_docs,
+            "n_tokens": s.n_tokens,
+            "Q_sum": s.Q_sum.compute(),
+            "sources": s.sources,
+            "vocab": list(s.vocab),
+            "word_counts": s.word_counts.tolist(),
+        }
+    out["files"] = tree_digest(path)  # the reader's lease is gone once it is closed
+    return out
 
 
 def assert_unchanged(path, before):

@@ -234,6 +234,7 @@ def test_update_rewrites_only_touched_blocks(tmp_path):
               chunk_size=10, progress=False)
     before = st.CooccurrenceStore.open(tmp_path / "s.zarr")
     q1 = before.Q_sum.compute()
+    before.close()  # no reader holds version 1 any more: the update may delete its blocks
     st.ingest(str(tmp_path / "b.txt"), tmp_path / "s.zarr", progress=False)
     after = st.CooccurrenceStore.open(tmp_path / "s.zarr")
     bv = after.block_versions

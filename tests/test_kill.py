@@ -23,6 +23,7 @@ import scipy.sparse as sp
 
 import streamtopic
 from streamtopic import CooccurrenceStore
+from streamtopic._locking import is_locked
 
 V = 2000
 WORDS_PER_LINE = 20
@@ -264,7 +265,8 @@ def test_kill_second_ingest_threads(tmp_path, corpora, reference):
     assert s["version"] == 2
     assert [e["path"] for e in s["sources"]] == [corpora["small"], corpora["big"]]
     assert [e["version"] for e in s["sources"]] == [1, 2]
-    assert not os.path.exists(lock)
+    # the lock file stays (it is never removed, only locked), unheld and emptied of its record
+    assert not is_locked(lock) and os.path.getsize(lock) == 0
     # the killed round's staging version became the committed version 2; nothing beyond it
     versions = [v for v in os.listdir(os.path.join(store, "versions")) if v.startswith("v")]
     assert "v000002" in versions and set(versions) <= {"v000001", "v000002"}

@@ -249,11 +249,12 @@ def test_old_store_keeps_its_tokenizer_on_update(tmp_path):
     assert {"the", "a86", "x2"} <= set(store.vocab)
     assert store.config["tokenizer"]["stop_words"] == "none"
     # a later ingest reads as the store was built: nothing out of vocabulary; other stop
-    # words replace the stored ones but keep the old pattern
+    # words would count the store's words unlike before, so they are refused (issue 15)
     report = st.ingest(str(second), str(tmp_path / "s.zarr"), progress=False)
     assert report.n_oov_tokens == 0
     third = tmp_path / "three.txt"
     third.write_text("the a86 unit\n")
-    report = st.ingest(str(third), str(tmp_path / "s.zarr"), stop_words="english",
-                       progress=False)
-    assert report.n_oov_tokens == 0 and report.n_tokens == 2
+    with pytest.raises(st.StoreError, match="stop_words differ"):
+        st.ingest(str(third), str(tmp_path / "s.zarr"), stop_words="english", progress=False)
+    report = st.ingest(str(third), str(tmp_path / "s.zarr"), progress=False)
+    assert report.n_oov_tokens == 0 and report.n_tokens == 3
