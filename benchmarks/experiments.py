@@ -31,43 +31,27 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
+from _common import machine_info, write_result
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
-SHARED = os.environ.get("STREAMTOPIC_SHARED_DATA", os.path.join(os.path.dirname(ROOT), "shared", "data"))
+SHARED = os.environ.get("STREAMTOPIC_SHARED_DATA",
+                        os.path.join(os.path.dirname(ROOT), "shared", "data"))
 SIZES = (10_000, 30_000, 100_000, 300_000)
 DOC_LENGTH = 100
 ALPHA = 0.1
 SEED = 0
-
-
-def machine() -> dict[str, Any]:
-    import dask
-    import scipy
-    import zarr
-
-    try:
-        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True,
-                                text=True).stdout.strip()
-    except OSError:
-        commit = None
-    import psutil
-
-    return {
-        "cpus": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-        "python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__,
-        "dask": dask.__version__, "zarr": zarr.__version__, "git_commit": commit,
-    }
 
 
 def newsgroups_topics(workdir: str) -> tuple[np.ndarray, list[str]]:
@@ -143,7 +127,8 @@ def run_sizes(
                     "converged": m.n_converged_, "fitted": m.n_fitted_,
                 }
                 if anchors is not None:
-                    row[method]["anchors_found"] = len(set(m.anchors_.tolist()) & set(anchors.tolist()))
+                    found = set(m.anchors_.tolist()) & set(anchors.tolist())
+                    row[method]["anchors_found"] = len(found)
                 print(f"{name} M={M} {method}: L1 {res.mean:.4f} ({row[method]['seconds']:.1f} s)",
                       flush=True)
         shutil.rmtree(store, ignore_errors=True)
@@ -160,7 +145,7 @@ def trends(result: dict[str, Any]) -> dict[str, Any]:
     for m in result["methods"]:
         l1 = [r[m]["l1"] for r in rows]
         out[f"{m}_falls_with_size"] = bool(l1[-1] < l1[0])
-        out[f"{m}_monotone"] = bool(all(b <= a + 1e-3 for a, b in zip(l1, l1[1:])))
+        out[f"{m}_monotone"] = bool(all(b <= a + 1e-3 for a, b in pairwise(l1)))
         out[f"{m}_infinite"] = inf[m]["l1"]
     if "original" in result["methods"]:
         out["original_worst"] = bool(all(
@@ -183,7 +168,8 @@ def plot(result: dict[str, Any], path: str, title: str) -> str | None:
     inf = [r for r in result["rows"] if r["n_docs"] == "infinite"][0]
     sizes = [r["n_docs"] for r in rows]
     series = result.get("series") or {"": result}
-    fig, ax = plt.subplots(1, 2 if "stages" in result else 1, figsize=(11 if "stages" in result else 6, 4))
+    two = "stages" in result
+    fig, ax = plt.subplots(1, 2 if two else 1, figsize=(11 if two else 6, 4))
     axes = np.atleast_1d(ax)
     for label, res in series.items():
         rws = [r for r in res["rows"] if r["n_docs"] != "infinite"]
@@ -236,7 +222,9 @@ def experiment_anchors(workdir: str, sizes: tuple[int, ...], methods: list[str])
     return res
 
 
-def experiment_correlated(workdir: str, sizes: tuple[int, ...], methods: list[str]) -> dict[str, Any]:
+def experiment_correlated(
+    workdir: str, sizes: tuple[int, ...], methods: list[str]
+) -> dict[str, Any]:
     from streamtopic import synth
 
     A, vocab = newsgroups_topics(workdir)
@@ -271,14 +259,13 @@ def main() -> None:
               "correlated": experiment_correlated}[name]
         ms = [m for m in methods if not (name == "correlated" and m == "kl")]
         result = fn(workdir, sizes, ms)
-        result["machine"] = machine()
+        result["machine"] = machine_info()
         result["seconds_total"] = time.perf_counter() - t0
         result["command"] = f"python benchmarks/experiments.py {name}"
         out = os.path.join(RESULTS, f"experiment_{name}.json")
         png = plot(result, os.path.join(RESULTS, f"experiment_{name}.png"), titles[name])
         result["plot"] = os.path.relpath(png, ROOT) if png else None
-        with open(out, "w") as fh:
-            json.dump(result, fh, indent=2, default=float)
+        write_result(result, out)
         print(json.dumps({"experiment": name, "trends": result.get("trends"),
                           "json": os.path.relpath(out, ROOT)}, indent=2, default=float))
 

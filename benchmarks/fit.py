@@ -42,10 +42,8 @@ unless --keep.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -57,6 +55,8 @@ import time
 from typing import Any
 
 import numpy as np
+
+from _common import jsonable, machine_info, write_result
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -315,28 +315,8 @@ def mib(n: float | None) -> str:
 
 
 def _emit(**ev: Any) -> None:
-    sys.stdout.write(EVENT + json.dumps(ev, default=_jsonable) + "\n")
+    sys.stdout.write(EVENT + json.dumps(ev, default=jsonable) + "\n")
     sys.stdout.flush()
-
-
-def write_result(result: dict[str, Any], path: str) -> str:
-    """Write a benchmark's JSON record to ``path`` (aside, then renamed) and return its text."""
-    text = json.dumps(result, indent=2, default=_jsonable)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".partial", "w") as fh:
-        fh.write(text + "\n")
-    os.replace(path + ".partial", path)
-    return text
-
-
-def _jsonable(o: Any) -> Any:
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return str(o)
 
 
 def child_main(spec_path: str) -> None:
@@ -479,7 +459,8 @@ def _pipeline_run(
     store = os.path.join(workdir, f"acceptance-{i}.store")
     run, res, outs = run_fits(
         workdir, f"acceptance-main-{i}", store,
-        [("l2", {"n_topics": cfg["K"], "method": "plain", "seed": cfg["fit_seed"], "recover": "l2"})],
+        [("l2", {"n_topics": cfg["K"], "method": "plain", "seed": cfg["fit_seed"],
+                 "recover": "l2"})],
         ingest={"corpus": data["corpus"], "vocab": data["vocab_path"]},
         timeouts={"ingest": 600.0, "fit:l2": 1200.0},
     )
@@ -654,7 +635,8 @@ def part_large(workdir: str) -> dict[str, Any]:
     try:
         run, res, outs = run_fits(
             workdir, "large", store,
-            [("l2", {"n_topics": cfg["K"], "method": "plain", "recover": "l2", "seed": cfg["fit_seed"]})],
+            [("l2", {"n_topics": cfg["K"], "method": "plain", "recover": "l2",
+                     "seed": cfg["fit_seed"]})],
             ingest={"corpus": data["corpus"], "vocab": data["vocab_path"]},
             timeouts={"ingest": LARGE_INGEST_TIMEOUT, "fit:l2": LARGE_FIT_TIMEOUT},
         )
@@ -772,64 +754,6 @@ def part_real(workdir: str) -> dict[str, Any]:
                 "command including interpreter start",
         "kos": cli_fit("kos", KOS, workdir, []),
         "20newsgroups": cli_fit("20newsgroups", NEWS, workdir, ["--stop-words", "english"]),
-    }
-
-
-# ============================================================================ machine
-
-
-def _git(*args: str) -> str | None:
-    try:
-        return subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
-def machine_info() -> dict[str, Any]:
-    import dask
-    import distributed
-    import h5py
-    import psutil
-    import scipy
-    import zarr
-
-    import streamtopic
-
-    pkg = os.path.dirname(os.path.abspath(streamtopic.__file__))
-    digest = hashlib.sha256()
-    for name in sorted(os.listdir(pkg)):
-        if name.endswith(".py"):
-            with open(os.path.join(pkg, name), "rb") as fh:
-                digest.update(name.encode() + b"\0" + fh.read())
-    status = _git("status", "--porcelain")
-    try:
-        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
-        blas = {k: blas.get(k) for k in ("name", "version", "openblas configuration")}
-    except Exception:  # older NumPy: no dict mode
-        blas = None
-    threads_env = {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                              "MKL_NUM_THREADS") if k in os.environ}
-    return {
-        "platform": platform.platform(),
-        "cpu_count_logical": psutil.cpu_count(logical=True),
-        "cpu_count_physical": psutil.cpu_count(logical=False),
-        "memory_total_bytes": psutil.virtual_memory().total,
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "dask": dask.__version__,
-        "distributed": distributed.__version__,
-        "zarr": zarr.__version__,
-        "h5py": h5py.__version__,
-        "psutil": psutil.__version__,
-        "streamtopic": streamtopic.__version__,
-        "blas": blas,
-        "blas_thread_env": threads_env,
-        "loadavg_at_start": list(os.getloadavg()),
-        "git_commit": _git("rev-parse", "HEAD"),
-        "git_dirty_files": status.splitlines() if status else [],
-        "streamtopic_sources_sha256": digest.hexdigest(),
     }
 
 

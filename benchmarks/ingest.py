@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -44,6 +43,8 @@ import time
 from typing import Any
 
 import numpy as np
+
+from _common import machine_info, write_result
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.join(HERE, "results", "ingest.json")
@@ -267,10 +268,9 @@ def bench_size(
 def verify_store(store_path: str, corpus: str) -> dict[str, Any]:
     """Compare the store's Q with the baseline's, term by term."""
     import dask
+    import h5py
 
     from streamtopic.store import CooccurrenceStore
-
-    import h5py
 
     H = load_csr(corpus)
     S = baseline_sum(H)
@@ -299,49 +299,6 @@ def verify_store(store_path: str, corpus: str) -> dict[str, Any]:
         "max_elementwise_rel_diff": float((diff[nz] / np.abs(Qb[nz])).max()) if nz.any() else 0.0,
         "zero_pattern_equal": bool(np.array_equal(Qs != 0, nz)),
         "Q_sum_store": float(Qs.sum()),
-    }
-
-
-# ----------------------------------------------------------------------------- machine
-
-
-def machine_info() -> dict[str, Any]:
-    import dask
-    import distributed
-    import h5py
-    import psutil
-    import scipy
-    import zarr
-
-    import streamtopic
-
-    try:
-        commit = subprocess.run(
-            ["git", "-C", HERE, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = bool(subprocess.run(
-            ["git", "-C", HERE, "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip())
-    except (OSError, subprocess.CalledProcessError):
-        commit, dirty = None, None
-    return {
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpu_count_logical": psutil.cpu_count(logical=True),
-        "cpu_count_physical": psutil.cpu_count(logical=False),
-        "memory_total_bytes": psutil.virtual_memory().total,
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "dask": dask.__version__,
-        "distributed": distributed.__version__,
-        "zarr": zarr.__version__,
-        "h5py": h5py.__version__,
-        "psutil": psutil.__version__,
-        "streamtopic": streamtopic.__version__,
-        "git_commit": commit,
-        "git_dirty": dirty,
     }
 
 
@@ -428,11 +385,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         },
         "verification": verification,
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as fh:
-        fh.write(text + "\n")
+    print(write_result(result, args.out))
     return result
 
 

@@ -12,8 +12,9 @@ summed RSS; before each one the script waits (up to ``--quiet-wait`` s) for idle
 * **gensim** ``LdaMulticore(corpus, id2word, num_topics=K, workers=CORES, passes=P,
   chunksize=2000, eval_every=None, random_state=S)``, P = 5 and P = 1 (two methods), every
   other parameter gensim's default. ``eval_every=None`` is what gensim's LDA tutorial sets:
-  its default (10) spends time estimating perplexity during training. The corpus is a Python list of documents, each a list of (word id, count)
-  tuples, which is what gensim's tutorials build (``[dictionary.doc2bow(doc) for doc in docs]``
+  its default (10) spends time estimating perplexity during training. The corpus is a Python
+  list of documents, each a list of (word id, count) tuples, which is what gensim's tutorials
+  build (``[dictionary.doc2bow(doc) for doc in docs]``
   in "Corpora and Vector Spaces" and in the LDA tutorial, which also sets ``chunksize = 2000``,
   gensim's default: "Increasing chunksize will speed up training, at least as long as the
   chunk of documents easily fit into memory"). It is built in the child before the timer
@@ -84,14 +85,15 @@ from itertools import pairwise
 from types import SimpleNamespace
 from typing import Any
 
+import fit as fitbench  # benchmarks/fit.py: child runner, RSS polling, quiet wait
+from _common import machine_info, write_result
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-
-import fit as fitbench  # benchmarks/fit.py: child runner, RSS polling, quiet wait
 
 # (name, extra arguments of `streamtopic fit`): the first is the reference whose tokens the
-# baselines train on. Add e.g. ("streamtopic-plain", ["--method", "plain"]) for the paper's algorithm.
+# baselines train on. Add e.g. ("streamtopic-plain", ["--method", "plain"]) for the paper's
+# algorithm.
 STREAMTOPIC_METHODS: list[tuple[str, list[str]]] = [
     ("streamtopic", []),
 ]
@@ -375,7 +377,7 @@ def _child_gensim(spec: dict[str, Any]) -> None:
     t0 = time.perf_counter()
     H, vocab = _load_bow(spec)
     ptr, ids, counts = H.indptr.tolist(), H.indices.tolist(), H.data.tolist()
-    corpus = [list(zip(ids[a:b], counts[a:b])) for a, b in pairwise(ptr)]
+    corpus = [list(zip(ids[a:b], counts[a:b], strict=True)) for a, b in pairwise(ptr)]
     id2word = dict(enumerate(vocab))
     del H, ids, counts
     fitbench._emit(event="result", name="load", seconds=time.perf_counter() - t0,
@@ -631,7 +633,8 @@ class CorpusRun:
 
 def _log_run(corpus: str, K: int, method: str, rec: dict[str, Any]) -> None:
     if "error" in rec or "skipped" in rec:
-        log(f"{corpus} K={K} {method}: FAILED {json.dumps(rec.get('error') or rec['skipped'])[:800]}")
+        why = json.dumps(rec.get("error") or rec["skipped"])[:800]
+        log(f"{corpus} K={K} {method}: FAILED {why}")
         return
     s = rec.get("scores", {})
     log(f"{corpus} K={K} {method}: {rec['seconds']:.1f} s, peak RSS "
@@ -788,7 +791,7 @@ def _min_df_verdict(by_case: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 def machine() -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
-    info = fitbench.machine_info()
+    info = machine_info()
     info["cores"] = CORES
     try:
         with open("/proc/cpuinfo") as fh:
@@ -806,7 +809,7 @@ def machine() -> dict[str, Any]:
 
 def write(result: dict[str, Any], path: str) -> str:
     result["table"] = table(result)
-    return fitbench.write_result(result, path)
+    return write_result(result, path)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -885,12 +888,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "benchmark": "real_corpora", "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                  time.gmtime()),
         "machine": machine(), "argv": [os.path.basename(sys.executable), *sys.argv],
-        "settings": {"mode": args.mode, "quick": args.quick, "corpora": args.corpora, "topics": args.topics,
+        "settings": {"mode": args.mode, "quick": args.quick, "corpora": args.corpora,
+                     "topics": args.topics,
                      "repeats": args.repeats, "seed": args.seed, "methods": args.methods,
                      "streamtopic_methods": args.streamtopic_methods, "baselines": BASELINES,
                      "gensim_workers": args.gensim_workers, "tomotopy_workers": CORES,
                      "top_n": TOP_N, "heldout_seed": HELDOUT_SEED,
-                     "junk": {"top": JUNK_TOP, "min": JUNK_MIN, "letters_only": LETTERS_ONLY.pattern,
+                     "junk": {"top": JUNK_TOP, "min": JUNK_MIN,
+                              "letters_only": LETTERS_ONLY.pattern,
                               "words": sorted(JUNK_WORDS)},
                      "quiet_wait_seconds": fitbench.QUIET_WAIT["seconds"]},
         "timing": "streamtopic: the whole `streamtopic fit` process, start to exit (ingest "

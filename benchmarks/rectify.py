@@ -37,7 +37,6 @@ import argparse
 import json
 import logging
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -48,6 +47,8 @@ import time
 from typing import Any
 
 import numpy as np
+
+from _common import machine_info, write_result
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -338,8 +339,7 @@ def main() -> None:
     workdir = args.workdir or tempfile.mkdtemp(prefix="rectify-bench-")
     os.makedirs(workdir, exist_ok=True)
     results: dict[str, Any] = {
-        "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "cpus": os.cpu_count(), "loadavg_at_start": load()},
+        "machine": machine_info(),
         "note": "shared 2-core machine with other jobs running: wall times are noisy; "
                 "the load average before each measurement is recorded with it",
         "targets": TARGETS,
@@ -357,11 +357,7 @@ def main() -> None:
     finally:
         if not (args.keep or args.workdir):
             shutil.rmtree(workdir, ignore_errors=True)
-    text = json.dumps(results, indent=2)
-    print(text)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as fh:
-        fh.write(text + "\n")
+    print(write_result(results, args.out))
 
 
 if __name__ == "__main__":

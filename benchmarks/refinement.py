@@ -41,11 +41,11 @@ from typing import Any
 
 import numpy as np
 
+import fit as fitbench  # benchmarks/fit.py: child runner, RSS polling, quiet wait
+from _common import machine_info, write_result
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-
-import fit as fitbench  # benchmarks/fit.py: child runner, RSS polling, quiet wait
 
 DEFAULT_OUT = os.path.join(HERE, "results", "refinement.json")
 DEFAULT_WORKDIR = "/tmp/streamtopic-refinement-bench"
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     cfg = {**CORPUS, "docs": args.docs, "words": args.words, "topics": args.topics}
     t_start = time.perf_counter()
     result: dict[str, Any] = {"benchmark": "refinement", "argv": sys.argv[1:],
-                              "machine": fitbench.machine_info(),
+                              "machine": machine_info(),
                               "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                               "target_ratio": TARGET_RATIO}
     try:
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if args.clean:
             shutil.rmtree(workdir, ignore_errors=True)
     result["benchmark_seconds"] = time.perf_counter() - t_start
-    print(fitbench.write_result(result, args.out))
+    print(write_result(result, args.out))
     return result
 
 

@@ -39,7 +39,6 @@ Prints JSON and writes ``benchmarks/results/scaling.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -47,6 +46,8 @@ import tempfile
 import time
 from contextlib import ExitStack
 from typing import Any
+
+from _common import machine_info, write_result
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -125,7 +126,6 @@ def main() -> None:
     parser.add_argument("--out", default=os.path.join(HERE, "results", "scaling.json"))
     args = parser.parse_args()
 
-    import numpy as np
 
     from streamtopic import CooccurrenceStore, synth
     from streamtopic.cluster import CLUSTER_CONFIG, scheduler
@@ -178,11 +178,13 @@ def main() -> None:
                           reports[w], CooccurrenceStore.open(stores[w])) for w in (1, 2)]
         one, two = runs
         paired = {k: statistics.median(a / b for a, b in zip(one[f"{k}_seconds_all"],
-                                                              two[f"{k}_seconds_all"]))
+                                                              two[f"{k}_seconds_all"],
+                                                              strict=True))
                   for k in ("ingest", "fit")}
         result = {
             "benchmark": "scaling",
-            "corpus": {"format": "text", "docs": args.docs, "doc_length": 100, "V_generated": args.vocab},
+            "corpus": {"format": "text", "docs": args.docs, "doc_length": 100,
+                       "V_generated": args.vocab},
             "runs": runs,
             "speedup": {
                 "ingest": one["ingest_seconds"] / two["ingest_seconds"],
@@ -205,14 +207,10 @@ def main() -> None:
                       "cluster start-up and a warm-up run excluded",
             "fit": f"K = {K} topics, RecoverL2, topic-topic by pinv",
             "cluster_config": CLUSTER_CONFIG,
-            "cpus": os.cpu_count(),
-            "numpy": np.__version__,
+            "machine": machine_info(),
         }
         result["pass"] = {k: v >= 1.7 for k, v in result["speedup"].items()}
-        os.makedirs(os.path.dirname(args.out), exist_ok=True)
-        with open(args.out, "w") as fh:
-            json.dump(result, fh, indent=2)
-        print(json.dumps(result, indent=2))
+        print(write_result(result, args.out))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -2,16 +2,21 @@
 
 The pipeline, one module per stage: :mod:`~streamtopic.corpus` (readers),
 :mod:`~streamtopic.vocabulary`, :mod:`~streamtopic.cooccurrence` (ingest),
-:mod:`~streamtopic.store` (the zarr store), :mod:`~streamtopic.anchors` (sketch and
-FastAnchorWords), :mod:`~streamtopic.recovery`, :mod:`~streamtopic.model`,
-:mod:`~streamtopic.inference` (per-document θ, document completion),
-:mod:`~streamtopic.metrics`, :mod:`~streamtopic.synth`, :mod:`~streamtopic.cluster`,
-:mod:`~streamtopic.cli`.
+:mod:`~streamtopic.store` (the zarr store), :mod:`~streamtopic.passes` (passes over Q's
+blocks), :mod:`~streamtopic.sketch` (row statistics, candidates, the sketch),
+:mod:`~streamtopic.anchors` (FastAnchorWords, exact QR anchors), :mod:`~streamtopic.recovery`
+(the fits and the topic-topic matrix), :mod:`~streamtopic.rectification`,
+:mod:`~streamtopic.refinement` (EM), :mod:`~streamtopic.model` (the estimator),
+:mod:`~streamtopic.persistence`, :mod:`~streamtopic.workspace` (scratch and the rectified
+cache), :mod:`~streamtopic.inference` (per-document θ, document completion),
+:mod:`~streamtopic.evaluation`, :mod:`~streamtopic.metrics`, :mod:`~streamtopic.synth`,
+:mod:`~streamtopic.cluster`, :mod:`~streamtopic.cli`.
 """
 
 from .cooccurrence import IngestReport, ingest
-from .model import AnchorTopicModel, ModelError
 from .corpus import Corpus, CorpusError, DocChunk, convert, read_corpus
+from .evaluation import evaluate
+from .model import AnchorTopicModel, ModelError
 from .store import CooccurrenceStore, StoreError
 from .vocabulary import ENGLISH_STOP_WORDS, Tokenizer, Vocabulary
 
@@ -30,6 +35,7 @@ __all__ = [
     "Tokenizer",
     "Vocabulary",
     "convert",
+    "evaluate",
     "ingest",
     "read_corpus",
 ]

@@ -10,8 +10,7 @@ cached beside the module (``cache=True``).
 Ingest runs the C copy of the pair kernels (``streamtopic/_pairs.c``), which loads in a
 millisecond where numba takes about 0.3 s per process; the ones here are its fallback when the
 extension was not built (:func:`streamtopic.cooccurrence.pair_kernels`). The EM kernels of the
-refinement (:func:`cvb0_estep`; :func:`em_theta` and :func:`em_expected_counts` for EM with a
-point estimate of θ) are numba only.
+refinement (:func:`cvb0_estep`) are numba only.
 
 Determinism. With ``fastmath`` a sum is vectorised in an order of its own; in a loop that
 also stores to an array, LLVM guards the vector code with a run-time check that the arrays
@@ -26,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["add_pairs_dense", "count_pairs", "cvb0_estep", "em_expected_counts", "em_theta"]
+__all__ = ["add_pairs_dense", "count_pairs", "cvb0_estep"]
 
 
 @njit(nogil=True, cache=True)
@@ -35,6 +34,19 @@ def _span(indices: np.ndarray, p0: int, p1: int, lo: int, hi: int) -> tuple[int,
     a = p0 + np.searchsorted(indices[p0:p1], lo)
     b = p0 + np.searchsorted(indices[p0:p1], hi)
     return a, b
+
+
+@njit(nogil=True, cache=True)
+def _spans(indptr: np.ndarray, indices: np.ndarray, d: int, r0: int, r1: int, c0: int,
+           c1: int) -> tuple[int, int, int, int]:
+    """Document ``d``'s entries a0:a1 with a column in [r0, r1) and b0:b1 in [c0, c1)
+    (b0 = b1 = 0 when it has none of the first)."""
+    p0, p1 = indptr[d], indptr[d + 1]
+    a0, a1 = _span(indices, p0, p1, r0, r1)
+    if a1 == a0:
+        return a0, a1, 0, 0
+    b0, b1 = _span(indices, p0, p1, c0, c1)
+    return a0, a1, b0, b1
 
 
 @njit(nogil=True, cache=True)
@@ -54,11 +66,7 @@ def count_pairs(
     """
     total = 0
     for d in range(indptr.size - 1):
-        p0, p1 = indptr[d], indptr[d + 1]
-        a0, a1 = _span(indices, p0, p1, r0, r1)
-        if a1 == a0:
-            continue
-        b0, b1 = _span(indices, p0, p1, c0, c1)
+        a0, a1, b0, b1 = _spans(indptr, indices, d, r0, r1, c0, c1)
         total += (a1 - a0) * (b1 - b0)
     return total
 
@@ -94,11 +102,9 @@ def add_pairs_dense(
     cols = np.empty(256, np.int64)
     vals = np.empty(256)
     for d in range(indptr.size - 1):
-        p0, p1 = indptr[d], indptr[d + 1]
-        a0, a1 = _span(indices, p0, p1, r0, r1)
+        a0, a1, b0, b1 = _spans(indptr, indices, d, r0, r1, c0, c1)
         if a1 == a0:
             continue
-        b0, b1 = _span(indices, p0, p1, c0, c1)
         nb = b1 - b0
         if nb > cols.size:
             cols = np.empty(nb, np.int64)
@@ -113,125 +119,6 @@ def add_pairs_dense(
             for b in range(nb):
                 # unsigned index: no negative-index wraparound test in the hot loop
                 flat[np.uint64(base + cols[b])] += va * vals[b]
-
-
-@njit(nogil=True, cache=True, fastmath=True)
-def em_theta(
-    indptr: np.ndarray,
-    indices: np.ndarray,
-    data: np.ndarray,
-    beta_t: np.ndarray,
-    alpha: float,
-    tol: float,
-    max_iter: int,
-    theta: np.ndarray,
-    warm: bool = False,
-) -> int:
-    """Topic proportions of each document with the topics fixed, by EM (in place).
-
-    θ_d ← (θ_d ⊙ Σ_w h_dw β_w / (θ_d·β_w) + α) / (n_d + Kα), from the uniform start (or, when
-    ``warm``, from the θ given), until no entry moves more than ``tol`` or ``max_iter``
-    iterations; a MAP estimate under a Dirichlet(1 + α) prior, unique for α > 0, so a warm
-    start changes only the work. Work is proportional to the documents' non-zeros, not to V.
-    Tokens of words that every topic gives probability 0 are left out (the normaliser is the
-    sum of the new entries, n_d + Kα less those tokens), so θ_d stays on the simplex.
-    Returns the number of iterations run, summed over the documents.
-
-    Parameters
-    ----------
-    indptr, indices, data : CSR arrays of the counts (n_docs × V).
-    beta_t : ndarray of shape (V, K), C-contiguous
-        The topics, word-major (β transposed).
-    alpha : float
-        Pseudo-count per topic.
-    tol : float
-    max_iter : int
-    theta : ndarray of shape (n_docs, K)
-        Output (and the start, when ``warm``).
-    warm : bool
-    """
-    K = beta_t.shape[1]
-    acc = np.empty(K)
-    total = 0
-    for d in range(indptr.size - 1):
-        p0, p1 = indptr[d], indptr[d + 1]
-        nd = 0.0
-        for e in range(p0, p1):
-            nd += data[e]
-        th = theta[d]
-        if not warm or nd == 0.0:
-            for k in range(K):
-                th[k] = 1.0 / K
-        if nd == 0.0:
-            continue
-        for _ in range(max_iter):
-            total += 1
-            for k in range(K):
-                acc[k] = 0.0
-            for e in range(p0, p1):
-                b = beta_t[indices[e]]
-                m = 0.0
-                for k in range(K):
-                    m += th[k] * b[k]
-                if m <= 1e-300:
-                    continue
-                r = data[e] / m
-                for k in range(K):
-                    acc[k] += r * b[k]
-            for k in range(K):
-                acc[k] = th[k] * acc[k] + alpha
-            s = 0.0  # = n_d + Kα, less the tokens no topic gives a probability
-            for k in range(K):
-                s += acc[k]
-            moved = 0.0
-            for k in range(K):
-                new = acc[k] / s
-                moved = max(moved, abs(new - th[k]))
-                th[k] = new
-            if moved < tol:
-                break
-    return total
-
-
-@njit(nogil=True, cache=True, fastmath=True)
-def em_expected_counts(
-    indptr: np.ndarray,
-    indices: np.ndarray,
-    data: np.ndarray,
-    beta_t: np.ndarray,
-    theta: np.ndarray,
-    out_t: np.ndarray,
-) -> float:
-    """Add Σ_d θ_dk h_dw / (θ_d·β_w) into ``out_t[w, k]`` (in place); returns Σ log(θ_d·β_w)
-    weighted by the counts (the documents' log-likelihood).
-
-    The expected topic-word counts of EM are then ``out_t ⊙ beta_t``.
-
-    Parameters
-    ----------
-    indptr, indices, data : CSR arrays of the counts (n_docs × V).
-    beta_t : ndarray of shape (V, K), C-contiguous
-    theta : ndarray of shape (n_docs, K)
-    out_t : ndarray of shape (V, K)
-    """
-    K = beta_t.shape[1]
-    loglik = 0.0
-    for d in range(indptr.size - 1):
-        th = theta[d]
-        for e in range(indptr[d], indptr[d + 1]):
-            w = indices[e]
-            b = beta_t[w]
-            m = 0.0
-            for k in range(K):
-                m += th[k] * b[k]
-            if m <= 1e-300:
-                continue
-            loglik += data[e] * np.log(m)
-            r = data[e] / m
-            o = out_t[w]
-            for k in range(K):
-                o[k] += r * th[k]
-    return loglik
 
 
 @njit(nogil=True, cache=True, fastmath=True)

@@ -19,6 +19,11 @@ from typing import Any
 
 __all__ = ["FileLock", "is_locked", "owner_record"]
 
+#: A non-blocking acquire tries again this many times, ``PROBE_PAUSE`` seconds apart, since
+#: :func:`is_locked` probes by holding the lock for a moment.
+PROBE_RETRIES = 3
+PROBE_PAUSE = 0.02
+
 
 def owner_record() -> dict[str, Any]:
     """Who holds a lock: host, process id and time (shown in error messages)."""
@@ -46,6 +51,16 @@ class FileLock:
     def held(self) -> bool:
         return self._fd is not None
 
+    def is_current(self) -> bool:
+        """Whether the held lock is on the file now at ``path`` (not on one removed or
+        replaced since it was opened: a lock on such a file protects nothing)."""
+        if self._fd is None:
+            return False
+        try:
+            return os.path.samestat(os.fstat(self._fd), os.stat(self.path))
+        except OSError:
+            return False
+
     def acquire(self, *, blocking: bool = False, record: dict[str, Any] | None = None) -> bool:
         """Take the lock; False if another process (or another open file of this one) holds
         it and ``blocking`` is false. With ``record``, the holder writes it into the file
@@ -55,10 +70,15 @@ class FileLock:
         fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
         flags = fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX
         try:
-            fcntl.flock(fd, flags if blocking else flags | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
+            for attempt in range(PROBE_RETRIES + 1):
+                try:
+                    fcntl.flock(fd, flags if blocking else flags | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if attempt == PROBE_RETRIES:
+                        os.close(fd)
+                        return False
+                    time.sleep(PROBE_PAUSE)  # perhaps only an :func:`is_locked` probe
         except BaseException:
             os.close(fd)
             raise

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ._io import remove_path
 from ._locking import FileLock, owner_record
 
 __all__ = ["OWNER_SUFFIX", "STALE_SECONDS", "collect", "disk_bytes", "hold", "owned_dir",
@@ -67,11 +68,7 @@ def hold(path: str, *, shared: bool = False,
                 return None
         except OSError:
             return None
-        try:
-            same = os.path.samestat(os.fstat(lock._fd), os.stat(path))  # type: ignore[arg-type]
-        except OSError:
-            same = False
-        if same:
+        if lock.is_current():
             return lock
         lock.release()  # the file was removed (or replaced) meanwhile: take the new one
     return None
@@ -207,12 +204,7 @@ def collect(root: str, match: Callable[[str], bool], *,
 
 
 def _remove(path: str) -> int:
+    """Remove a file or directory tree; the bytes it held, 0 if it could not be removed."""
     size = disk_bytes(path)
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        try:
-            os.unlink(path)
-        except OSError:
-            return 0
+    remove_path(path)
     return size if not os.path.lexists(path) else 0

@@ -1,15 +1,12 @@
-"""Anchor finding: the projected sketch of Q̄ with FastAnchorWords (Arora et al. 2013,
-Algorithm 4), and exact anchors by implicit column-pivoted QR.
+"""Anchor finding: FastAnchorWords (Arora et al. 2013, Algorithm 4) on the points of the
+sketch stage (:mod:`streamtopic.sketch`), and exact anchors by implicit column-pivoted QR.
 
 Anchor words are the vertices of the convex hull of the rows of the row-normalised
 co-occurrence matrix Q̄ = diag(1/p) Q (p the row sums). FastAnchorWords finds them greedily:
 the point farthest from the origin, then repeatedly the point farthest from the span of those
 chosen. A *cleanup pass* then re-picks each anchor as the point farthest from the span of the
-other K−1.
-
-The rows live in V dimensions; the sketch Q̄ P (P a seeded V×d random projection, d ≈ 1000)
-preserves distances to spans well enough (Johnson–Lindenstrauss) and is computed block by
-block from the store, so no process ever holds Q̄ itself.
+other K−1. Its points are the anchor candidates' rows of the sketch Q̄ P, a random projection
+(:func:`~streamtopic.sketch.sketch_points`), or exact rows of Q̄.
 
 A random projection does not preserve the joint stochasticity of Q, so
 :func:`find_anchors_qr` offers the exact alternative (the method of the Rectified Anchor
@@ -33,193 +30,13 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ._numeric import safe_inverse
+
 __all__ = [
     "AnchorResult",
-    "default_anchor_min_df",
-    "projection_block",
-    "write_sketch",
     "find_anchors",
     "find_anchors_qr",
 ]
-
-
-def default_anchor_min_df(n_docs: int) -> int:
-    """Document frequency an anchor candidate needs by default: 4% of the documents, capped
-    at 400 and at least 10.
-
-    A row of Q̄ is an average over the documents that hold its word, so its noise falls with
-    the word's document count, not with the corpus' size: an absolute count (400) is what a
-    candidate needs, and small corpora, which cannot afford it, keep their most frequent
-    4%. On the semi-synthetic benchmark (V = 2,000, K = 20, 70-token documents) this rule
-    gives the best or near-best matched L1 both at 10,000 and at 100,000 documents, where a
-    fixed fraction (0.5%) lets noisy rare rows win the greedy at 10,000."""
-    return max(10, min(400, math.ceil(0.04 * n_docs)))
-
-
-def projection_block(seed: int | None, j0: int, j1: int, d: int, V: int) -> sp.csr_matrix:
-    """Rows j0:j1 of the random projection P (V×d), as a sparse matrix.
-
-    A *very sparse* random projection (Li, Hastie & Church 2006): entries ±√(s/d) with
-    probability 1/(2s) each and 0 otherwise, s = √V, so E[PPᵀ] = I and distances to spans are
-    preserved as by a Gaussian projection, at 1/s of the cost. Each block of rows is drawn
-    from its own stream of ``seed``, so workers regenerate their rows of P instead of
-    receiving them, and the result does not depend on which worker runs what.
-    """
-    s = max(1.0, math.sqrt(V))
-    rng = np.random.default_rng([0 if seed is None else int(seed), j0, j1])
-    n = (j1 - j0) * d
-    nnz = int(rng.binomial(n, 1.0 / s))
-    flat = rng.choice(n, size=nnz, replace=False) if nnz else np.zeros(0, np.int64)
-    values = rng.choice(np.array([-1.0, 1.0]), size=nnz) * math.sqrt(s / d)
-    return sp.csr_matrix((values, (flat // d, flat % d)), shape=(j1 - j0, d))
-
-
-def _projection_t(seed: int | None, rows: slice, d: int, V: int) -> sp.csc_matrix:
-    """P_jᵀ (d×n_j, float32, CSC) for the rows ``rows`` of P: the left factor of the sketch
-    products, in the layout whose product with a C-ordered dense block is fastest."""
-    return projection_block(seed, rows.start, rows.stop, d, V).T.astype(np.float32)
-
-
-def _row_stats(block: np.ndarray, axis: int) -> np.ndarray:
-    """[sums | sums of squares] of the rows (``axis=1``) or columns (``axis=0``) of a block
-    (n×2, float64)."""
-    sub = "ij,ij->i" if axis == 1 else "ij,ij->j"
-    return np.column_stack([block.sum(axis=axis), np.einsum(sub, block, block)])
-
-
-def _sketch_part(
-    src: Any, i: int, j: int, seed: int | None, d: int,
-    cols_i: np.ndarray | None = None, cols_j: np.ndarray | None = None,
-) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
-    """What block (i, j), i <= j, of the symmetric Q adds to the sketch sums: for row block
-    i, (P_jᵀ Q_ijᵀ, d×n_i float32; its rows' sums and sums of squares, n_i×2 float64); for
-    i < j also, from Q_ji = Q_ijᵀ, (P_iᵀ Q_ij, d×n_j; its columns' sums and squares). One
-    read serves both row blocks. ``cols_i`` (``cols_j``): the rows of block i (j), as
-    offsets in it, whose projections are wanted (None: all); the sums cover all rows.
-
-    The products are float32 (the anchor search multiplies in float32 anyway; the sketch
-    is accurate to about 1/√d), and transposed: a sparse P_jᵀ times a C-ordered dense block
-    is the fast layout for scipy, 2.5× faster than Q_ij P_j in float64 on 2048² blocks, and
-    half the bytes to move to the task that sums a row block.
-    """
-    block = src.block(i, j)
-    V = src.V
-    ri, rj = src.span(i), src.span(j)
-    sub = block if cols_i is None else block[cols_i]
-    rows = (_projection_t(seed, rj, d, V) @ np.ascontiguousarray(sub.T, dtype=np.float32),
-            _row_stats(block, 1))
-    if i == j:
-        return (rows,)
-    sub = block if cols_j is None else block[:, cols_j]
-    cols = (_projection_t(seed, ri, d, V) @ sub.astype(np.float32), _row_stats(block, 0))
-    return rows, cols
-
-
-def _write_sketch_block(
-    proj_path: str, stats_path: str, start: int, cols: np.ndarray | None,
-    sides: tuple[int, ...], *parts: tuple[tuple[np.ndarray, np.ndarray], ...],
-) -> int:
-    """Sum a row block's parts, ``parts[k][sides[k]]``, each a pair (d×m float32, n×2
-    float64), and write the sums at column (row) ``start`` of the arrays at ``proj_path``
-    (d×V; the m projected rows at offsets ``cols``, None: all n) and ``stats_path`` (V×2),
-    whose chunks of that row block this task owns. Returns the block's row count."""
-    import zarr
-
-    from .store import sum_arrays
-
-    mine = [part[side] for side, part in zip(sides, parts)]
-    proj, stats = sum_arrays(*(m[0] for m in mine)), sum_arrays(*(m[1] for m in mine))
-    n = stats.shape[0]
-    if cols is not None:
-        full = np.zeros((proj.shape[0], n), dtype=proj.dtype)
-        full[:, cols] = proj
-        proj = full
-    zarr.open_array(proj_path, mode="r+")[:, start:start + n] = proj
-    zarr.open_array(stats_path, mode="r+")[start:start + n] = stats
-    return n
-
-
-PROJECT_ALL = 0.9  # project every row of a block where at least this share is wanted
-
-
-def _wanted_offsets(src: Any, rows: np.ndarray | None) -> list[np.ndarray | None]:
-    """Per row block, the offsets of ``rows`` (sorted word ids) in it; None where all its
-    rows are projected (no ``rows``, or most of the block's)."""
-    if rows is None:
-        return [None] * src.n_blocks
-    rows = np.asarray(rows, dtype=np.int64)
-    out: list[np.ndarray | None] = []
-    for r in range(src.n_blocks):
-        span = src.span(r)
-        lo, hi = np.searchsorted(rows, [span.start, span.stop])
-        n = span.stop - span.start
-        out.append(None if hi - lo >= PROJECT_ALL * n
-                   else (rows[lo:hi] - span.start).astype(np.int32))
-    return out
-
-
-def write_sketch(
-    src: Any, d: int, seed: int | None, proj_path: str, stats_path: str,
-    rows: np.ndarray | None = None,
-) -> Any:
-    """One pass over Q (V×V, read through ``src``, a :class:`~streamtopic.store.QBlocks`)
-    that writes two new uncompressed zarr arrays, chunked by Q's row blocks:
-
-    * at ``proj_path``, PᵀQ = (Q P)ᵀ (d×V, float32), the transposed projection of Q: its
-      columns ``rows`` (sorted word ids; all if None) at least, others possibly zero;
-    * at ``stats_path``, the row sums p and the row sums of squares of Q (V×2, float64).
-
-    Dividing column i of PᵀQ by p_i gives row i of the sketch Q̄ P (zero rows stay zero).
-    Only the anchor candidates' rows are needed, and projecting costs a product per row, so
-    a block of Q few of whose rows are candidates projects those only. Returns the pass as
-    a dask ``Delayed``, computing to V.
-
-    Q is symmetric, so only the blocks on and above the diagonal are read: block (i, j)
-    gives P_jᵀ Q_ijᵀ to row block i and P_iᵀ Q_ij to row block j. A task holds one block of
-    Q and its parts of the result; a task per row block sums its parts and writes them.
-    """
-    import uuid
-
-    import dask
-    import zarr
-    from dask.delayed import Delayed
-    from dask.highlevelgraph import HighLevelGraph
-
-    from .cluster import annotations_by_key, n_workers, spread
-    from .store import row_block_sums, upper_blocks
-
-    V, c, nb = src.V, src.chunk, src.n_blocks
-    zarr.create_array(proj_path, shape=(d, V), chunks=(d, c), dtype="f4", compressors=None,
-                      overwrite=True)
-    zarr.create_array(stats_path, shape=(V, 2), chunks=(c, 2), dtype="f8", compressors=None,
-                      overwrite=True)
-    token = uuid.uuid4().hex[:16]
-    pname, name = f"st-sketch-parts-{token}", f"st-sketch-{token}"
-    done = f"st-sketch-done-{token}"
-    wanted = _wanted_offsets(src, rows)
-    parts = {(pname, i, j): (_sketch_part, src, i, j, seed, d, wanted[i], wanted[j])
-             for i, j in upper_blocks(nb)}
-    sums = {k: (_write_sketch_block, proj_path, stats_path, k[1] * c, wanted[k[1]], *task[1:])
-            for k, task in row_block_sums(pname, name, nb).items()}
-
-    def cost(k: tuple[str, int, int]) -> float:
-        return src.pass_cost(k[1], k[2])
-
-    annotations: dict[str, Any] = {}
-    if len(parts) <= FEW_PARTS * n_workers():
-        # a few parts per worker thread: share them out largest first, so that no worker is
-        # left with a large part at the end while the others wait. (With many parts, Dask's
-        # own order is kept: it runs the parts of a row block's sum close together, so their
-        # results do not pile up in memory.)
-        homes = dict(zip(parts, spread([cost(k) for k in parts])))
-        annotations = {"priority": cost, **annotations_by_key(homes)}
-    with dask.annotate(**annotations):
-        parts_layer = HighLevelGraph.from_collections(pname, parts).layers[pname]
-    graph = HighLevelGraph(
-        {pname: parts_layer, name: sums, done: {done: (sum, list(sums))}},
-        {pname: set(), name: {pname}, done: {name}},
-    )
-    return Delayed(done, graph)
 
 
 @dataclass
@@ -300,10 +117,10 @@ def find_anchors(
         changed_total, sweeps = 0, 0
         history = [candidates[local].copy()]
         if cleanup:
-            for sweeps in range(1, max_sweeps + 1):
+            for sweep in range(1, max_sweeps + 1):
                 local, changed = _cleanup_sweep(Xc, local, times)
                 history.append(candidates[local].copy())
-                changed_total += changed
+                changed_total, sweeps = changed_total + changed, sweep
                 if changed == 0:
                     break
     dist = _distance_to_others(Xc, local)
@@ -376,8 +193,33 @@ def find_anchors_qr(
         the candidates run out of linearly independent rows, or ``in_memory=False`` is asked
         of a Q that is not a dask array.
     """
-    from .cluster import compute
+    K, V, p, candidates = _qr_inputs(Q, p, n_topics, candidates)
+    inv = safe_inverse(p)
+    lazy = hasattr(Q, "__dask_graph__")
+    if in_memory is None:
+        in_memory = not lazy or 2 * 8 * V * V <= memory_budget
+    if not in_memory and not lazy:
+        raise ValueError("in_memory=False needs Q as a dask array (e.g. store.Q)")
+    if in_memory:
+        row, project, norms = _products_in_memory(Q, inv, norms, progress)
+    else:
+        row, project, norms = _products_by_passes(Q, inv, norms, K, progress)
+    norms = np.asarray(norms, dtype=np.float64).ravel()
+    if norms.shape != (V,):
+        raise ValueError(f"norms has shape {norms.shape}, expected ({V},)")
+    chosen, dist = _pivoted_gram_schmidt(row, project, norms, K, V, allowed=candidates)
+    return AnchorResult(chosen, chosen.copy(), dist, 0, 0, [chosen.copy()])
 
+
+#: Row i of Q̄ (V,), and Q̄ b (V,) for a V-vector b: how the implicit QR touches Q̄.
+_Row = Callable[[int], np.ndarray]
+_Project = Callable[[np.ndarray], np.ndarray]
+
+
+def _qr_inputs(
+    Q: Any, p: np.ndarray, n_topics: int, candidates: np.ndarray
+) -> tuple[int, int, np.ndarray, np.ndarray]:
+    """K, V, p (V,) and the candidates (int64) of :func:`find_anchors_qr`, checked."""
     K = int(n_topics)
     candidates = np.asarray(candidates, dtype=np.int64).ravel()
     _check_n_topics(K, candidates.size)
@@ -389,64 +231,69 @@ def find_anchors_qr(
         raise ValueError(f"p has shape {p.shape}, expected ({V},)")
     if candidates.min() < 0 or candidates.max() >= V:
         raise ValueError(f"candidates must be word ids in [0, {V})")
-    inv = np.where(p > 0, 1.0 / np.where(p > 0, p, 1.0), 0.0)
-    lazy = hasattr(Q, "__dask_graph__")
-    if in_memory is None:
-        in_memory = not lazy or 2 * 8 * V * V <= memory_budget
-    if not in_memory and not lazy:
-        raise ValueError("in_memory=False needs Q as a dask array (e.g. store.Q)")
+    return K, V, p, candidates
 
-    passes = [0]
 
-    if in_memory:
-        if lazy:
-            (Qm,) = compute(Q, progress=progress, label="anchors (QR): load Q")
-        else:
-            Qm = Q
-        if sp.issparse(Qm):
-            Qm = sp.csr_matrix(Qm, dtype=np.float64)
+def _products_in_memory(
+    Q: Any, inv: np.ndarray, norms: np.ndarray | None, progress: bool
+) -> tuple[_Row, _Project, np.ndarray]:
+    """Rows and products of Q̄ = diag(``inv``) Q with Q (V×V: dask, dense or sparse) loaded
+    into memory once, and the squared row norms of Q̄ (``norms`` if given)."""
+    from .cluster import compute
 
-            def row(i: int) -> np.ndarray:
-                return Qm.getrow(i).toarray().ravel() * inv[i]
-
-            if norms is None:
-                norms = np.asarray(Qm.multiply(Qm).sum(axis=1)).ravel() * inv * inv
-        else:
-            Qm = np.asarray(Qm, dtype=np.float64)
-
-            def row(i: int) -> np.ndarray:
-                return Qm[i] * inv[i]
-
-            if norms is None:
-                norms = np.einsum("ij,ij->i", Qm, Qm) * inv * inv
-
-        def project(b: np.ndarray) -> np.ndarray:
-            return np.asarray(Qm @ b).ravel() * inv
-
+    if hasattr(Q, "__dask_graph__"):
+        (Qm,) = compute(Q, progress=progress, label="anchors (QR): load Q")
     else:
-        first = int(norms is None)  # the row-norms pass, when needed
-        total = K - 1 + first
+        Qm = Q
+    if sp.issparse(Qm):
+        Qm = sp.csr_matrix(Qm, dtype=np.float64)
 
         def row(i: int) -> np.ndarray:
-            (r,) = compute(Q[i], progress=False, label="anchors (QR): row")
-            return np.asarray(r, dtype=np.float64).ravel() * inv[i]
-
-        def project(b: np.ndarray) -> np.ndarray:
-            passes[0] += 1
-            (Qb,) = compute(_block_rows(Q, b), progress=progress,
-                            label=f"anchors (QR): pass {passes[0] + first}/{total}")
-            return np.asarray(Qb).ravel() * inv
+            return Qm.getrow(i).toarray().ravel() * inv[i]
 
         if norms is None:
-            (sq,) = compute(_block_rows(Q, None), progress=progress,
-                            label=f"anchors (QR): pass 1/{total} (row norms)")
-            norms = np.asarray(sq).ravel() * inv * inv
+            norms = np.asarray(Qm.multiply(Qm).sum(axis=1)).ravel() * inv * inv
+    else:
+        Qm = np.asarray(Qm, dtype=np.float64)
 
-    norms = np.asarray(norms, dtype=np.float64).ravel()
-    if norms.shape != (V,):
-        raise ValueError(f"norms has shape {norms.shape}, expected ({V},)")
-    chosen, dist = _pivoted_gram_schmidt(row, project, norms, K, V, allowed=candidates)
-    return AnchorResult(chosen, chosen.copy(), dist, 0, 0, [chosen.copy()])
+        def row(i: int) -> np.ndarray:
+            return Qm[i] * inv[i]
+
+        if norms is None:
+            norms = np.einsum("ij,ij->i", Qm, Qm) * inv * inv
+
+    def project(b: np.ndarray) -> np.ndarray:
+        return np.asarray(Qm @ b).ravel() * inv
+
+    return row, project, norms
+
+
+def _products_by_passes(
+    Q: Any, inv: np.ndarray, norms: np.ndarray | None, K: int, progress: bool
+) -> tuple[_Row, _Project, np.ndarray]:
+    """Rows and products of Q̄ = diag(``inv``) Q, a pass over the blocks of Q (V×V dask
+    array) per product, and the squared row norms of Q̄ (``norms``, else by a pass)."""
+    from .cluster import compute
+
+    first = int(norms is None)  # the row-norms pass, when needed
+    total = K - 1 + first
+    passes = [0]
+
+    def row(i: int) -> np.ndarray:
+        (r,) = compute(Q[i], progress=False, label="anchors (QR): row")
+        return np.asarray(r, dtype=np.float64).ravel() * inv[i]
+
+    def project(b: np.ndarray) -> np.ndarray:
+        passes[0] += 1
+        (Qb,) = compute(_block_rows(Q, b), progress=progress,
+                        label=f"anchors (QR): pass {passes[0] + first}/{total}")
+        return np.asarray(Qb).ravel() * inv
+
+    if norms is None:
+        (sq,) = compute(_block_rows(Q, None), progress=progress,
+                        label=f"anchors (QR): pass 1/{total} (row norms)")
+        norms = np.asarray(sq).ravel() * inv * inv
+    return row, project, norms
 
 
 def _block_row_product(blocks: list[Any], parts: list[np.ndarray] | None = None) -> np.ndarray:
@@ -486,7 +333,6 @@ def _check_n_topics(K: int, n_candidates: int) -> None:
         )
 
 
-FEW_PARTS = 4  # sketch parts per worker thread, at most, that are shared out by cost
 SPLIT_BYTES = 32 * 2**20  # points per thread of the anchor search's products, at least
 
 
@@ -512,7 +358,7 @@ class _RowProducts:
             return np.asarray(self.X @ M, dtype=np.float64)
         out = np.empty((self.X.shape[0],) + M.shape[1:], dtype=self.X.dtype)
         done = [self.pool.submit(np.matmul, self.X[a:b], M, out=out[a:b])
-                for a, b in zip(self.bounds[:-1], self.bounds[1:])]
+                for a, b in zip(self.bounds[:-1], self.bounds[1:], strict=True)]
         for f in done:
             f.result()
         return out.astype(np.float64)

@@ -1,7 +1,17 @@
-"""The ``streamtopic`` command line."""
+"""The ``streamtopic`` command line.
+
+Options that several commands share are declared once, as groups: where the work runs
+(:data:`_scheduler_options`), how input files are read (:data:`_reader_options`: ``convert``,
+``split``) and how raw input becomes a store (:data:`_ingest_options`: ``ingest`` and
+``fit``). Each group reaches its command as one object (:class:`_Scheduler`,
+:class:`_Reader`, :class:`_Ingest`), so an option has the same name, meaning and help on every
+command. The commands call the library (``fit``: the estimator, ``evaluate``:
+:func:`streamtopic.evaluation.evaluate`) and format what it returns.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import json
@@ -10,6 +20,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import click
@@ -22,50 +33,175 @@ from .store import StoreError
 __all__ = ["main", "run"]
 
 
-def _scheduler_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    f = click.option(
+def _grouped(name: str, cls: type, options: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
+    """A decorator that adds ``options`` to a command and hands their values to it as one
+    ``cls`` object (a dataclass whose fields are the options' names), keyword ``name``."""
+    names = [f.name for f in dataclasses.fields(cls)]
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(f)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            kwargs[name] = cls(**{k: kwargs.pop(k) for k in names})
+            return f(*args, **kwargs)
+
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+@dataclass(frozen=True)
+class _Scheduler:
+    """Where a command's Dask work runs (:func:`streamtopic.cluster.scheduler`)."""
+
+    scheduler_address: str | None
+    scheduler_file: str | None
+    n_workers: int | None
+    local_mode: str
+    quiet: bool
+    performance_report: str | None
+
+    def __call__(self, numeric: bool) -> Any:
+        """The scheduler's context for work that is numerical (threads suffice) or not."""
+        return scheduler_context(
+            self.scheduler_address, self.scheduler_file, n_workers=self.n_workers,
+            local=self.local_mode, numeric=numeric, quiet=self.quiet,
+            performance_report=self.performance_report,
+        )
+
+    @property
+    def chosen(self) -> bool:
+        """Whether the user chose the scheduler (named one, or a local kind), so that every
+        stage runs on it."""
+        named = self.scheduler_address or self.scheduler_file or os.environ.get(SCHEDULER_ENV)
+        return bool(named) or self.local_mode != "auto"
+
+
+_scheduler_options = _grouped("sched", _Scheduler, [
+    click.option(
         "--scheduler", "scheduler_address", metavar="ADDRESS", default=None,
         help="Address of a running Dask scheduler (else $STREAMTOPIC_SCHEDULER, else local).",
-    )(f)
-    f = click.option(
+    ),
+    click.option(
         "--scheduler-file", type=click.Path(dir_okay=False), default=None,
         help="Scheduler file written by 'dask scheduler --scheduler-file'.",
-    )(f)
-    f = click.option(
+    ),
+    click.option(
         "--workers", "n_workers", type=click.IntRange(min=1), default=None,
         help="Worker processes of the local cluster (default: one per core).",
-    )(f)
-    f = click.option(
-        "--local", "local_mode", type=click.Choice(["auto", "cluster", "inproc", "threads", "sync"]),
+    ),
+    click.option(
+        "--local", "local_mode",
+        type=click.Choice(["auto", "cluster", "inproc", "threads", "sync"]),
         default="auto", show_default=True,
         help="What runs when no scheduler is named: 'auto' uses threads for numerical inputs "
              "(UCI, HDF5, stores) and a local cluster of processes (with dashboard) for text.",
-    )(f)
-    f = click.option("--quiet", "-q", is_flag=True, help="No progress bars or dashboard link.")(f)
-    f = click.option(
+    ),
+    click.option("--quiet", "-q", is_flag=True, help="No progress bars or dashboard link."),
+    click.option(
         "--performance-report", type=click.Path(dir_okay=False), default=None,
         help="Write Dask's standalone HTML performance report of the run to this file.",
-    )(f)
-    return f
+    ),
+])
+
+_strip_headers_option = click.option(
+    "--strip-headers/--keep-headers", default=True, show_default=True,
+    help="One document per file (directories, tar archives): drop each document's leading "
+         "mail/news header block (everything before the first empty line, if each line of "
+         "it is a header field), keeping the Subject's text. --keep-headers reads files "
+         "whole. (evaluate: for --corpus and --heldout; the recorded training inputs are "
+         "read as they were ingested.)",
+)
+
+_stop_words_option = click.option(
+    "--stop-words", default=None, metavar="english|none|FILE",
+    help="Stop words removed from text input: 'english' (scikit-learn's list, the default "
+         "for a new store), 'none', or a file with one word per line. Without it, an "
+         "existing store keeps its own (evaluate: as the model's store was built). UCI and "
+         "HDF5 input is not tokenised.",
+)
 
 
-def _strip_headers_option(f: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--strip-headers/--keep-headers", default=True, show_default=True,
-        help="One document per file (directories, tar archives): drop each document's leading "
-             "mail/news header block (everything before the first empty line, if each line of "
-             "it is a header field), keeping the Subject's text. --keep-headers reads files "
-             "whole.",
-    )(f)
+@dataclass(frozen=True)
+class _Reader:
+    """How a command reads its input files (:func:`streamtopic.corpus.read_corpus`)."""
+
+    fmt: str
+    vocab: str | None
+    stop_words: str | None
+    text_field: str
+    strip_headers: bool
+
+    def read(self, inputs: Sequence[str]) -> Any:
+        from .corpus import read_corpus
+        from .vocabulary import Tokenizer
+
+        return read_corpus(list(inputs), format=self.fmt, vocab=self.vocab,
+                           text_field=self.text_field,
+                           tokenizer=Tokenizer(stop_words=self.stop_words),
+                           strip_headers=self.strip_headers)
 
 
-def _stop_words_option(f: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--stop-words", default=None, metavar="english|none|FILE",
-        help="Stop words removed from text input: 'english' (scikit-learn's list, the default "
-             "for a new store), 'none', or a file with one word per line. Without it, an "
-             "existing store keeps its own. UCI and HDF5 input is not tokenised.",
-    )(f)
+_READER_OPTIONS = [
+    click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto",
+                 show_default=True, help="Reader of the inputs (see the README's 'Inputs')."),
+    click.option("--vocab", type=click.Path(dir_okay=False), default=None,
+                 help="Vocabulary file, one term per line: the UCI vocabulary if none lies "
+                      "beside the docword file; for ingest and fit also the fixed vocabulary "
+                      "of a new store."),
+    _stop_words_option,
+    click.option("--text-field", default="text", show_default=True,
+                 help="JSON Lines text field."),
+    _strip_headers_option,
+]
+
+_reader_options = _grouped("reader", _Reader, _READER_OPTIONS)
+
+
+@dataclass(frozen=True)
+class _Ingest(_Reader):
+    """How ``ingest`` and ``fit`` read raw input and build a store
+    (:func:`streamtopic.cooccurrence.ingest`)."""
+
+    min_df: int | None
+    max_df: float | None
+    keep_n: int | None
+    blocksize: int | None
+    chunk_size: int | None
+
+    def ingest(self, inputs: Sequence[str], store: str, *, skip_existing: bool,
+               progress: bool, reuse: bool = False) -> Any:
+        """Ingest ``inputs`` into ``store``; ``reuse``: into an existing store, whose
+        vocabulary settings stand (the options that build a new store are not passed)."""
+        from .cooccurrence import ingest
+
+        new = not reuse
+        return ingest(
+            list(inputs), store, format=self.fmt, vocab=self.vocab if new else None,
+            min_df=self.min_df if new else None, max_df=self.max_df if new else None,
+            keep_n=self.keep_n if new and self.keep_n is not None else "default",
+            stop_words=self.stop_words, text_field=self.text_field,
+            skip_existing=skip_existing, blocksize=self.blocksize, chunk_size=self.chunk_size,
+            progress=progress, strip_headers=self.strip_headers,
+        )
+
+
+_ingest_options = _grouped("reader", _Ingest, [
+    *_READER_OPTIONS,
+    click.option("--min-df", type=click.IntRange(min=1), default=None,
+                 help="Keep terms in at least N documents (new store; default 5)."),
+    click.option("--max-df", type=float, default=None,
+                 help="Keep terms in at most this fraction of documents (new store; "
+                      "default 0.5)."),
+    click.option("--keep-n", type=click.IntRange(min=1), default=None,
+                 help="Keep the N terms of highest document frequency (new store; default "
+                      "100000)."),
+    click.option("--blocksize", type=click.IntRange(min=1), default=None,
+                 help="Bytes of input per partition (default: up to 4 MiB)."),
+    click.option("--chunk-size", type=click.IntRange(min=1), default=None,
+                 help="Rows/columns per zarr block of Q (new store; default min(V, 2048))."),
+])
 
 
 def _auto_or_int(value: str | None, option: str, words: tuple[str, ...]) -> int | str | None:
@@ -163,34 +299,14 @@ def main(verbose: bool) -> None:
 
 @main.command()
 @click.argument("inputs", nargs=-1, required=True)
-@click.option("--store", "-s", "store_path", required=True, type=click.Path(), help="Store directory.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
-@click.option("--vocab", type=click.Path(dir_okay=False), default=None,
-              help="Fixed vocabulary file (one term per line); also the UCI vocabulary if none "
-                   "lies beside the docword file.")
-@click.option("--min-df", type=click.IntRange(min=1), default=None,
-              help="Keep terms in at least N documents (new store; default 5).")
-@click.option("--max-df", type=float, default=None,
-              help="Keep terms in at most this fraction of documents (new store; default 0.5).")
-@click.option("--keep-n", type=click.IntRange(min=1), default=None,
-              help="Keep the N terms of highest document frequency (new store; default 100000).")
-@_stop_words_option
-@click.option("--text-field", default="text", show_default=True, help="JSON Lines text field.")
+@click.option("--store", "-s", "store_path", required=True, type=click.Path(),
+              help="Store directory.")
 @click.option("--skip-existing", is_flag=True, help="Skip inputs already in the store.")
-@click.option("--blocksize", type=click.IntRange(min=1), default=None,
-              help="Bytes of input per partition (default: up to 4 MiB).")
-@click.option("--chunk-size", type=click.IntRange(min=1), default=None,
-              help="Rows/columns per zarr block of Q (new store; default min(V, 2048)).")
-@_strip_headers_option
+@_ingest_options
 @_scheduler_options
 @_errors
-def ingest(
-    inputs: tuple[str, ...], store_path: str, fmt: str, vocab: str | None, min_df: int | None,
-    max_df: float | None, keep_n: int | None, stop_words: str | None, text_field: str,
-    skip_existing: bool, blocksize: int | None, chunk_size: int | None, strip_headers: bool,
-    scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
-    local_mode: str, quiet: bool, performance_report: str | None,
-) -> None:
+def ingest(inputs: tuple[str, ...], store_path: str, skip_existing: bool, reader: _Ingest,
+           sched: _Scheduler) -> None:
     """Add INPUTS to the co-occurrence store (created if missing).
 
     INPUTS are files, globs or directories: UCI docword files, plain text (one document per
@@ -201,20 +317,10 @@ def ingest(
     URLs, reply attribution lines and lines of encoded binary (uuencode, base64) dropped. A
     new store records these settings; an existing store reads new input as it was built.
     """
-    from .cooccurrence import ingest as do_ingest
-
     _writing(store_path)
-    with scheduler_context(
-        scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
-        numeric=_numeric_inputs(inputs, fmt), quiet=quiet,
-        performance_report=performance_report,
-    ):
-        report = do_ingest(
-            list(inputs), store_path, format=fmt, vocab=vocab, min_df=min_df, max_df=max_df,
-            keep_n=keep_n if keep_n is not None else "default", stop_words=stop_words,
-            text_field=text_field, skip_existing=skip_existing, blocksize=blocksize,
-            chunk_size=chunk_size, progress=not quiet, strip_headers=strip_headers,
-        )
+    with sched(numeric=_numeric_inputs(inputs, reader.fmt)):
+        report = reader.ingest(inputs, store_path, skip_existing=skip_existing,
+                               progress=not sched.quiet)
     click.echo(report.summary())
 
 
@@ -310,224 +416,252 @@ def _human(n: float) -> str:
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False),
               help="HDF5 file to write.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
-@click.option("--vocab", type=click.Path(dir_okay=False), default=None, help="UCI vocabulary.")
-@_stop_words_option
-@click.option("--text-field", default="text", show_default=True)
-@_strip_headers_option
+@_reader_options
 @_scheduler_options
 @_errors
-def convert(
-    inputs: tuple[str, ...], output: str, fmt: str, vocab: str | None, stop_words: str | None,
-    text_field: str, strip_headers: bool, scheduler_address: str | None, scheduler_file: str | None,
-    n_workers: int | None, local_mode: str, quiet: bool, performance_report: str | None,
-) -> None:
+def convert(inputs: tuple[str, ...], output: str, reader: _Reader, sched: _Scheduler) -> None:
     """Write any readable corpus into streamtopic's HDF5 CSR form (streaming)."""
-    import os
-
     from .corpus import convert as do_convert
-    from .corpus import read_corpus
-    from .vocabulary import Tokenizer
 
     if os.path.exists(output):
         raise click.ClickException(f"{output}: already exists")
     _writing(output)
-    corpus = read_corpus(
-        list(inputs), format=fmt, vocab=vocab, text_field=text_field,
-        tokenizer=Tokenizer(stop_words=stop_words), strip_headers=strip_headers,
-    )
-    with scheduler_context(
-        scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
-        numeric=_numeric_inputs(inputs, fmt), quiet=quiet,
-        performance_report=performance_report,
-    ):
-        out = do_convert(corpus, output, progress=not quiet)
+    corpus = reader.read(inputs)
+    with sched(numeric=_numeric_inputs(inputs, reader.fmt)):
+        out = do_convert(corpus, output, progress=not sched.quiet)
     click.echo(
         f"{output}: {out['n_docs']:,} documents, {out['n_tokens']:,} tokens, "
         f"V = {out['vocab_size']:,}"
     )
 
 
+@dataclass(frozen=True)
+class _Estimator:
+    """The ``fit`` options that set the estimator's parameters."""
+
+    n_topics: int
+    method: str
+    recover: str | None
+    rectify: str | None
+    rectify_iters: int
+    anchor_method: str | None
+    topic_topic: str | None
+    memory_budget: int | None  # MiB
+    refine_passes: str | None
+    core_size: str | None
+    sketch_dim: int
+    anchor_min_df: int | None
+    exact_anchors: bool  # the hidden --exact-anchors: --anchors exact
+    no_cleanup: bool
+    seed: int
+
+    def build(self, scratch_dir: str, progress: bool) -> Any:
+        """The estimator (:class:`~streamtopic.model.AnchorTopicModel`)."""
+        from .model import AnchorTopicModel
+
+        anchor_method = self.anchor_method
+        if self.exact_anchors:
+            if anchor_method == "qr":
+                raise click.UsageError("--exact-anchors is --anchors exact; it cannot go with "
+                                       "--anchors qr")
+            anchor_method = "exact"
+        return AnchorTopicModel(
+            self.n_topics, method=self.method, recover=self.recover, rectify=self.rectify,
+            rectify_iters=self.rectify_iters, anchor_method=anchor_method,
+            topic_topic=self.topic_topic,
+            memory_budget=None if self.memory_budget is None else self.memory_budget * 2**20,
+            refine_passes=_auto_or_int(self.refine_passes, "--refine-passes", ("auto",)),
+            core_size=_auto_or_int(self.core_size, "--core-size", ("auto", "all")),
+            sketch_dim=self.sketch_dim, anchor_min_df=self.anchor_min_df,
+            cleanup=not self.no_cleanup, seed=self.seed, progress=progress,
+            scratch_dir=scratch_dir,
+        )
+
+
+_estimator_options = _grouped("params", _Estimator, [
+    click.option("-k", "--n-topics", type=int, required=True, help="Number of topics K (>= 2)."),
+    click.option(
+        "--method", type=click.Choice(["rectified", "plain"]), default="rectified",
+        show_default=True,
+        help="rectified (best on real text): Q's block of the core vocabulary (the most "
+             "frequent words: max(2000, 40 K), fewer if --memory-budget is small) rectified "
+             "as in JSMF/RAW, exact QR anchors, active-set recovery, the anchor topic-topic "
+             "formula, then EM over the corpus until it converges, which also gives every "
+             "other word its row. plain: Arora et al. (2013) on the whole Q (sketch anchors, "
+             "RecoverL2, no refinement). The options below override single stages."),
+    click.option(
+        "--recover", type=click.Choice(["l2", "kl", "original", "admm", "activeset"]),
+        default=None,
+        help="Recovery: RecoverL2 (FISTA), RecoverKL, the original Recover, or the L2 fit by "
+             "ADMM or by an exact active-set method. [default: the method's: activeset, "
+             "plain: l2]"),
+    click.option(
+        "--rectify", type=click.Choice(["none", "ap", "dr"]), default=None,
+        help="Rectify Q first (JSMF/RAW): alternating projection or Douglas-Rachford. "
+             "[default: the method's: ap, plain: none]"),
+    click.option("--rectify-iters", type=click.IntRange(min=1), default=15, show_default=True,
+                 help="Rectification iterations."),
+    click.option(
+        "--anchors", "anchor_method", type=click.Choice(["sketch", "exact", "qr"]),
+        default=None,
+        help="Anchor finding: FastAnchorWords on a random projection of Q̄ or on its exact "
+             "rows (small V only), or exact pivoted QR. [default: the method's: qr, plain: "
+             "sketch]"),
+    click.option(
+        "--topic-topic", type=click.Choice(["pinv", "anchor"]), default=None,
+        help="Topic-topic matrix: A+ Q A+^T, or the anchor formula. [default: the method's: "
+             "anchor, plain: pinv]"),
+    click.option(
+        "--memory-budget", type=click.IntRange(min=1), default=None, metavar="MiB",
+        help="Memory the in-memory stages may use. [default: half the available memory, or "
+             "of the smallest worker's memory limit on a cluster]"),
+    click.option(
+        "--refine-passes", default=None, metavar="auto|N",
+        help="EM passes over the training corpus after the spectral fit: 'auto' (until the "
+             "training likelihood converges) or a number (0: none). [default: the method's: "
+             "auto, plain: 0]"),
+    click.option(
+        "--core-size", default=None, metavar="auto|all|N",
+        help="Words the spectral stages work on, the most frequent: 'auto' (max(2000, 40 K), "
+             "fewer if the memory budget is small), 'all', or a number. Only with "
+             "refinement. [default: the method's: auto, plain: all]"),
+    click.option("--sketch-dim", type=click.IntRange(min=1), default=1000, show_default=True,
+                 help="Dimension of the random projection used to find anchors."),
+    click.option("--anchor-min-df", type=click.IntRange(min=0), default=None,
+                 help="Document frequency an anchor needs (default: 4 percent of the "
+                      "documents, at most 400, at least 10)."),
+    click.option("--exact-anchors", is_flag=True, hidden=True, help="--anchors exact."),
+    click.option("--no-cleanup", is_flag=True, help="Skip FastAnchorWords' cleanup pass."),
+    click.option("--seed", type=int, default=0, show_default=True,
+                 help="Seed of the random projection, the rectification and the refinement's "
+                      "sample."),
+])
+
+
 @main.command()
 @click.argument("source")
-@click.option("-k", "--n-topics", type=int, required=True, help="Number of topics K (>= 2).")
 @click.option("-o", "--output", required=True, type=click.Path(), help="Model path to write.")
-@click.option("--method", type=click.Choice(["rectified", "plain"]), default="rectified",
-              show_default=True,
-              help="rectified (best on real text): Q's block of the core vocabulary (the most "
-                   "frequent words: max(2000, 40 K), fewer if --memory-budget is small) rectified as in "
-                   "JSMF/RAW, exact QR anchors, active-set recovery, the anchor topic-topic "
-                   "formula, then EM over the corpus until it converges, which also gives "
-                   "every other word its row. plain: Arora et al. (2013) on the whole Q "
-                   "(sketch anchors, RecoverL2, no refinement). The options below override "
-                   "single stages.")
-@click.option("--recover", type=click.Choice(["l2", "kl", "original", "admm", "activeset"]),
-              default=None,
-              help="Recovery: RecoverL2 (FISTA), RecoverKL, the original Recover, or the L2 "
-                   "fit by ADMM or by an exact active-set method. [default: the method's: "
-                   "activeset, plain: l2]")
-@click.option("--rectify", type=click.Choice(["none", "ap", "dr"]), default=None,
-              help="Rectify Q first (JSMF/RAW): alternating projection or Douglas-Rachford. "
-                   "[default: the method's: ap, plain: none]")
-@click.option("--rectify-iters", type=click.IntRange(min=1), default=15, show_default=True,
-              help="Rectification iterations.")
-@click.option("--anchors", "anchor_method", type=click.Choice(["sketch", "qr"]),
-              default=None,
-              help="Anchor finding: FastAnchorWords on a random projection, or exact "
-                   "pivoted QR. [default: the method's: qr, plain: sketch]")
-@click.option("--topic-topic", type=click.Choice(["pinv", "anchor"]), default=None,
-              help="Topic-topic matrix: A+ Q A+^T, or the anchor formula. [default: the "
-                   "method's: anchor, plain: pinv]")
-@click.option("--memory-budget", type=click.IntRange(min=1), default=None, metavar="MiB",
-              help="Memory the in-memory stages may use. [default: half the available "
-                   "memory, or of the smallest worker's memory limit on a cluster]")
-@click.option("--refine-passes", default=None, metavar="auto|N",
-              help="EM passes over the training corpus after the spectral fit: 'auto' "
-                   "(until the training likelihood converges) or a number (0: none). "
-                   "[default: the method's: auto, plain: 0]")
-@click.option("--core-size", default=None, metavar="auto|all|N",
-              help="Words the spectral stages work on, the most frequent: 'auto' "
-                   "(max(2000, 40 K), fewer if the memory budget is small), 'all', or a "
-                   "number. Only with refinement. [default: the method's: auto, plain: all]")
-@click.option("--sketch-dim", type=click.IntRange(min=1), default=1000, show_default=True,
-              help="Dimension of the random projection used to find anchors.")
-@click.option("--anchor-min-df", type=click.IntRange(min=0), default=None,
-              help="Document frequency an anchor needs (default: 4 percent of the documents, at most 400, at least 10).")
-@click.option("--exact-anchors", is_flag=True, help="Find anchors on Q̄ itself (small V only).")
-@click.option("--no-cleanup", is_flag=True, help="Skip FastAnchorWords' cleanup pass.")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Seed of the random projection, the rectification and the refinement's "
-                   "sample.")
-@click.option("--format", "model_format", type=click.Choice(["zarr", "hdf5"]), default="zarr",
+@_estimator_options
+@click.option("--model-format", type=click.Choice(["zarr", "hdf5"]), default="zarr",
               show_default=True, help="Model file format.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
               help="Top words printed per topic.")
 @click.option("--store", "-s", "store_path", type=click.Path(), default=None,
               help="Store for raw input (default: OUTPUT.store); reused if it exists.")
-@click.option("--input-format", "fmt", type=click.Choice(FORMATS), default="auto",
-              show_default=True, help="Reader for raw input.")
-@click.option("--vocab", type=click.Path(dir_okay=False), default=None,
-              help="Fixed vocabulary for raw input (see ingest).")
-@click.option("--min-df", type=click.IntRange(min=1), default=None, help="See ingest.")
-@click.option("--max-df", type=float, default=None, help="See ingest.")
-@click.option("--keep-n", type=click.IntRange(min=1), default=None, help="See ingest.")
 @click.option("--scratch", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Directory for the fit's scratch files (shared by the workers on a "
                    "cluster); nothing but the rectified cache is written into the store. "
                    "[default: the directory of OUTPUT]")
-@_stop_words_option
-@_strip_headers_option
+@click.option("--input-format", type=click.Choice(FORMATS), default=None, hidden=True,
+              help="--format.")
+@_ingest_options
 @_scheduler_options
 @_errors
-def fit(
-    source: str, n_topics: int, output: str, method: str, recover: str | None,
-    rectify: str | None, rectify_iters: int, anchor_method: str | None,
-    topic_topic: str | None, memory_budget: int | None, refine_passes: str | None,
-    core_size: str | None, sketch_dim: int,
-    anchor_min_df: int | None, exact_anchors: bool, no_cleanup: bool, seed: int,
-    model_format: str, top: int, store_path: str | None, fmt: str, vocab: str | None,
-    min_df: int | None, max_df: float | None, keep_n: int | None, scratch: str | None,
-    stop_words: str | None, strip_headers: bool,
-    scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
-    local_mode: str, quiet: bool, performance_report: str | None,
-) -> None:
-    """Fit a topic model to SOURCE: a co-occurrence store, or raw input (ingested first).
+def fit(source: str, output: str, model_format: str, top: int, store_path: str | None,
+        scratch: str | None, input_format: str | None, params: _Estimator, reader: _Ingest,
+        sched: _Scheduler) -> None:
+    """Fit a topic model to SOURCE: a co-occurrence store, or raw input (ingested first
+    with the options of ingest).
 
     Prints each topic's top words, its anchor word marked *like this*.
     """
-    import os
     import time
 
-    from .cooccurrence import ingest as do_ingest
-    from .model import AnchorTopicModel, top_words_table
     from .store import CooccurrenceStore
 
+    reader = _fit_reader(reader, input_format, source)
     is_store = CooccurrenceStore.is_store(source)
     if not is_store:
         _check_raw_input(source)
     _writing(output)
-    numeric = is_store or _numeric_inputs([source], fmt)
-    # the scheduler per stage: tokenising text wants the process cluster, the numerical
-    # stages threads (they release the GIL and share memory); a named scheduler or --local
-    # runs both
-    named = bool(scheduler_address or scheduler_file or os.environ.get(SCHEDULER_ENV))
-    split = not numeric and not named and local_mode == "auto"
-    schedulers = dict(address=scheduler_address, scheduler_file=scheduler_file,
-                      n_workers=n_workers, local=local_mode, quiet=quiet,
-                      performance_report=performance_report)
-    model = AnchorTopicModel(
-        n_topics, method=method, recover=recover, rectify=rectify,
-        rectify_iters=rectify_iters, anchor_method=anchor_method, topic_topic=topic_topic,
-        memory_budget=None if memory_budget is None else memory_budget * 2**20,
-        refine_passes=_auto_or_int(refine_passes, "--refine-passes", ("auto",)),
-        core_size=_auto_or_int(core_size, "--core-size", ("auto", "all")),
-        sketch_dim=sketch_dim, anchor_min_df=anchor_min_df, exact_anchors=exact_anchors,
-        cleanup=not no_cleanup, seed=seed, progress=not quiet,
-        scratch_dir=scratch if scratch is not None else os.path.dirname(os.path.abspath(output)),
-    )
-    model._validate()  # a bad option is reported before a long ingest
+    model = params.build(scratch or os.path.dirname(os.path.abspath(output)),
+                         progress=not sched.quiet)
+    model._validate_params()  # a bad option is reported before a long ingest
     t0 = time.perf_counter()
+    numeric = is_store or _numeric_inputs([source], reader.fmt)
     store = source
     if not is_store:
         store = store_path or f"{output.rstrip('/')}.store"
-        _writing(store, output)
-        existing = os.path.exists(store)
-        with scheduler_context(**schedulers, numeric=numeric):
-            report = do_ingest(
-                [source], store, format=fmt, vocab=vocab if not existing else None,
-                min_df=None if existing else min_df, max_df=None if existing else max_df,
-                keep_n="default" if existing or keep_n is None else keep_n,
-                stop_words=stop_words, skip_existing=True, progress=not quiet,
-                strip_headers=strip_headers,
-            )
-        click.echo(report.summary(), err=True)
-    with scheduler_context(**schedulers, numeric=numeric or split):
+        _ingest_for_fit(source, store, output, reader, sched, numeric)
+    # the scheduler per stage: tokenising text wants the process cluster, the numerical
+    # stages threads (they release the GIL and share memory); a chosen scheduler runs both
+    with sched(numeric=numeric or not sched.chosen):
         model.fit(store)
     model.save(output, format=model_format)
+    _echo_fit(model, output, time.perf_counter() - t0, top)
+
+
+def _fit_reader(reader: _Ingest, input_format: str | None, source: str) -> _Ingest:
+    """``fit``'s reader of raw input: ``--input-format`` (the old name) is ``--format``.
+    ``--format`` on a store is refused: it named the model's format before
+    ``--model-format``."""
+    from .store import CooccurrenceStore
+
+    if input_format is not None:
+        return dataclasses.replace(reader, fmt=input_format)
+    ctx = click.get_current_context()
+    given = ctx.get_parameter_source("fmt") == click.core.ParameterSource.COMMANDLINE
+    if given and CooccurrenceStore.is_store(source):
+        raise click.UsageError("--format names the format of raw input, and SOURCE is a "
+                               "store; the model's format is --model-format")
+    return reader
+
+
+def _ingest_for_fit(source: str, store: str, output: str, reader: _Ingest, sched: _Scheduler,
+                    numeric: bool) -> None:
+    """Ingest ``fit``'s raw input into ``store`` (an existing store is reused, its
+    vocabulary settings standing)."""
+    _writing(store, output)
+    reuse = os.path.exists(store)
+    with sched(numeric=numeric):
+        report = reader.ingest([source], store, skip_existing=True, progress=not sched.quiet,
+                               reuse=reuse)
+    click.echo(report.summary(), err=True)
+
+
+def _echo_fit(model: Any, output: str, seconds: float, top: int) -> None:
+    """``fit``'s report: the fit's figures and the rectification's on standard error, then
+    the topics."""
+    from .model import top_words_table
+
     diag = model.diagnostics_
     secs = ", ".join(f"{k} {v:.2f} s" for k, v in diag["seconds"].items())
     click.echo(
-        f"{output}: K = {n_topics}, V = {len(model.vocab_):,}, method = {method}; "
+        f"{output}: K = {model.n_topics}, V = {len(model.vocab_):,}, method = {model.method}; "
         f"{model.n_converged_:,}/{model.n_fitted_:,} word rows converged; "
-        f"cleanup changed {diag['cleanup_changed']} anchors; {secs}; "
-        f"total {time.perf_counter() - t0:.2f} s",
+        f"cleanup changed {diag['cleanup_changed']} anchors; {secs}; total {seconds:.2f} s",
         err=True,
     )
     rect = diag.get("rectification")
-    if rect:
-        if rect.get("reused"):
-            click.echo(f"rectified Q reused from {rect['path']}", err=True)
-        else:
-            moved = " ".join(f"{m:.2e}" for m in rect["movement"])
-            click.echo(
-                f"rectification ({rect['method']}, {rect['iterations']} iterations, "
-                f"{sum(rect['seconds']):.2f} s): relative movement per iteration {moved}",
-                err=True,
-            )
+    if rect and rect.get("reused"):
+        click.echo(f"rectified Q reused from {rect['path']}", err=True)
+    elif rect:
+        moved = " ".join(f"{m:.2e}" for m in rect["movement"])
+        click.echo(f"rectification ({rect['method']}, {rect['iterations']} iterations, "
+                   f"{sum(rect['seconds']):.2f} s): relative movement per iteration {moved}",
+                   err=True)
     for line in top_words_table(model, top):
         click.echo(line)
-
-
-_MODEL_ARRAYS = ("components", "anchors", "word_probability")
 
 
 def _check_raw_input(source: str) -> None:
     """Refuse a ``fit`` SOURCE that is no co-occurrence store but is no raw input either: a
     saved model, or a directory laid out like a store or a model that does not open. Read as
     text, their files would give a model of zarr metadata."""
-    from .model import AnchorTopicModel, ModelError
+    from .model import ModelError
+    from .persistence import ARRAYS, is_model, load_model
     from .store import CooccurrenceStore, looks_like_store
 
     is_dir = os.path.isdir(source)
     maybe_model = is_dir or (os.path.isfile(source) and _hdf5_signature(source))
-    if maybe_model and AnchorTopicModel._is_model(source):
+    if maybe_model and is_model(source):
         raise click.ClickException(
             f"{source}: is a saved topic model, not a co-occurrence store or a corpus"
         )
-    arrays = [os.path.join(source, a, "zarr.json") for a in _MODEL_ARRAYS]
+    arrays = [os.path.join(source, a, "zarr.json") for a in ARRAYS]
     if is_dir and any(os.path.isfile(a) for a in arrays):
         try:
-            AnchorTopicModel.load(source)
+            load_model(source)
         except ModelError as exc:
             raise click.ClickException(
                 f"{source}: looks like a saved topic model but does not load, so it is not "
@@ -579,40 +713,23 @@ def topics(model_path: str, top: int) -> None:
               help="Writes PREFIX.train.h5 and PREFIX.test.h5.")
 @click.option("--test-fraction", type=float, default=0.1, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
-@click.option("--vocab", type=click.Path(dir_okay=False), default=None, help="UCI vocabulary.")
-@_stop_words_option
-@click.option("--text-field", default="text", show_default=True)
-@_strip_headers_option
+@_reader_options
 @_scheduler_options
 @_errors
-def split_cmd(
-    inputs: tuple[str, ...], prefix: str, test_fraction: float, seed: int, fmt: str,
-    vocab: str | None, stop_words: str | None, text_field: str, strip_headers: bool,
-    scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
-    local_mode: str, quiet: bool, performance_report: str | None,
-) -> None:
+def split_cmd(inputs: tuple[str, ...], prefix: str, test_fraction: float, seed: int,
+              reader: _Reader, sched: _Scheduler) -> None:
     """Split a corpus into a training and a held-out HDF5 corpus (deterministic per seed)."""
-    import os
-
-    from .corpus import read_corpus
     from .corpus import split as do_split
-    from .vocabulary import Tokenizer
 
     train, test = f"{prefix}.train.h5", f"{prefix}.test.h5"
     _writing(train, test)
     for path in (train, test):
         if os.path.exists(path):
             raise click.ClickException(f"{path}: already exists")
-    corpus = read_corpus(list(inputs), format=fmt, vocab=vocab, text_field=text_field,
-                         tokenizer=Tokenizer(stop_words=stop_words), strip_headers=strip_headers)
-    with scheduler_context(
-        scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
-        numeric=_numeric_inputs(inputs, fmt), quiet=quiet,
-        performance_report=performance_report,
-    ):
+    corpus = reader.read(inputs)
+    with sched(numeric=_numeric_inputs(inputs, reader.fmt)):
         out = do_split(corpus, train, test, test_fraction=test_fraction, seed=seed,
-                       progress=not quiet)
+                       progress=not sched.quiet)
     click.echo(f"{train}: {out['n_train']:,} documents; {test}: {out['n_test']:,} documents")
 
 
@@ -623,98 +740,60 @@ def split_cmd(
                    "the model's store).")
 @click.option("--heldout", "heldout_inputs", multiple=True,
               help="Held-out documents for the log-likelihood by document completion.")
-@click.option("--top-n", type=click.IntRange(min=2), default=20, show_default=True)
+@click.option("--top", type=click.IntRange(min=2), default=20, show_default=True,
+              help="Top words scored per topic.")
+@click.option("--top-n", type=click.IntRange(min=2), default=None, hidden=True, help="--top.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the half split.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON to this file.")
-@click.option("--stop-words", default=None, metavar="english|none|FILE",
-              help="Stop words for --corpus and --heldout text (default: as the model's store "
-                   "was built, else 'english'). Their text is tokenised as the store's was.")
-@click.option("--strip-headers/--keep-headers", default=True, show_default=True,
-              help="How --corpus and --heldout files are read (see ingest); the recorded "
-                   "training inputs are read as they were ingested.")
+@_stop_words_option
+@_strip_headers_option
 @_scheduler_options
 @_errors
-def evaluate(
-    model_path: str, corpus_inputs: tuple[str, ...], heldout_inputs: tuple[str, ...],
-    top_n: int, seed: int, as_json: bool, output: str | None, stop_words: str | None,
-    strip_headers: bool,
-    scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
-    local_mode: str, quiet: bool, performance_report: str | None,
-) -> None:
-    """Score a model: coherence, unique words and held-out log-likelihood per token."""
-    import os
-    from dataclasses import replace
-
-    import numpy as np
-
-    from . import metrics
-    from .corpus import Corpus, read_corpus, recorded_corpus
-    from .inference import document_completion
+def evaluate(model_path: str, corpus_inputs: tuple[str, ...], heldout_inputs: tuple[str, ...],
+             top: int, top_n: int | None, seed: int, as_json: bool, output: str | None,
+             stop_words: str | None, strip_headers: bool, sched: _Scheduler) -> None:
+    """Score a model: coherence, unique words and held-out log-likelihood per token
+    (:func:`streamtopic.evaluation.evaluate`). Text is tokenised as the model's store's was."""
+    from .evaluation import evaluate as score
     from .model import AnchorTopicModel
-    from .store import CooccurrenceStore
-    from .vocabulary import Tokenizer
 
     _writing(output)
     model = AnchorTopicModel.load(model_path)
-    store_path = model.diagnostics_.get("store", {}).get("path")
-    store = (CooccurrenceStore.open(store_path)
-             if store_path and CooccurrenceStore.is_store(store_path) else None)
-    cfg = store.config.get("tokenizer") if store is not None else None
-    tokenizer = Tokenizer.from_config(cfg) if cfg else Tokenizer()
-    if stop_words is not None:
-        tokenizer = replace(tokenizer, stop_words=stop_words)
-
-    def read(inputs: tuple[str, ...]) -> Corpus:
-        return read_corpus(list(inputs), tokenizer=tokenizer, strip_headers=strip_headers)
-
-    refs: list[Corpus] = [read(corpus_inputs)] if corpus_inputs else []
-    if not refs and store is not None:  # the training inputs, as the store recorded them
-        recorded = recorded_corpus(store)
-        refs = [recorded] if recorded is not None else []
-    all_inputs = list(corpus_inputs) + list(heldout_inputs)
-    report: dict = {"model": os.path.abspath(model_path), "n_topics": len(model.anchors_),
-                    "top_n": top_n}
-    order = np.argsort(-model.components_, axis=1, kind="stable")[:, :top_n]
-    with scheduler_context(
-        scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
-        numeric=_numeric_inputs(all_inputs, "auto") if all_inputs else True, quiet=quiet,
-        performance_report=performance_report,
-    ):
-        unique = metrics.unique_words(model.components_, top_n=top_n)
-        report["unique_words"] = {"mean": float(np.mean(unique)), "per_topic": unique.tolist()}
-        if refs:
-            coh = metrics.coherence(order, refs[0], vocab=model.vocab_, progress=not quiet)
-            report["coherence"] = {
-                "mean": float(np.mean(coh)), "per_topic": coh.tolist(),
-                "corpus": list(corpus_inputs) or [[s.path for s in refs[0].sources]],
-            }
-        if heldout_inputs:
-            dc = document_completion(model, read(heldout_inputs), seed=seed,
-                                     progress=not quiet)
-            report["heldout"] = {"per_token": dc.per_token, "n_docs": dc.n_docs,
-                                 "n_tokens": dc.n_tokens, "n_oov_tokens": dc.n_oov_tokens,
-                                 "corpus": list(heldout_inputs)}
+    inputs = [*corpus_inputs, *heldout_inputs]
+    with sched(numeric=_numeric_inputs(inputs, "auto") if inputs else True):
+        report = score(model, corpus=list(corpus_inputs) or None,
+                       heldout=list(heldout_inputs) or None, top_n=top_n or top, seed=seed,
+                       stop_words=stop_words, strip_headers=strip_headers,
+                       progress=not sched.quiet)
+    report["model"] = os.path.abspath(model_path)
     text = json.dumps(report, indent=2)
     if output:
         with open(output, "w") as fh:
             fh.write(text + "\n")
     if as_json:
         click.echo(text)
-        return
+    else:
+        _echo_scores(report, model)
+
+
+def _echo_scores(report: dict[str, Any], model: Any) -> None:
+    """``evaluate``'s table: the means, then per topic its scores and top words."""
+    top_n = report["top_n"]
     click.echo(f"model {report['model']}: K = {report['n_topics']}, top {top_n} words")
     click.echo(f"unique words per topic (mean)   {report['unique_words']['mean']:.2f}")
-    if "coherence" in report:
-        click.echo(f"coherence (mean)                {report['coherence']['mean']:.2f}")
+    coherence = report.get("coherence")
+    if coherence:
+        click.echo(f"coherence (mean)                {coherence['mean']:.2f}")
     if "heldout" in report:
         h = report["heldout"]
         click.echo(f"held-out log-likelihood         {h['per_token']:.4f} nats/token "
                    f"({h['n_docs']:,} documents, {h['n_tokens']:,} tokens scored)")
-    words = [[model.vocab_[i] for i in row[:8]] for row in order]
-    for k in range(len(words)):
-        coh_k = f"{report['coherence']['per_topic'][k]:9.2f}" if "coherence" in report else ""
-        click.echo(f"topic {k:3d} unique {unique[k]:2d} {coh_k}  {' '.join(words[k])}")
+    unique = report["unique_words"]["per_topic"]
+    for k, words in enumerate(model.top_words(min(8, top_n))):
+        coh_k = f"{coherence['per_topic'][k]:9.2f}" if coherence else ""
+        click.echo(f"topic {k:3d} unique {unique[k]:2d} {coh_k}  {' '.join(words)}")
 
 
 @main.command()
@@ -725,8 +804,8 @@ def evaluate(
               help="Take the topics from a saved model (semi-synthetic).")
 @click.option("--words", "n_words", type=click.IntRange(min=2), default=None,
               help="Random Dirichlet topics: vocabulary size V.")
-@click.option("--topics", "n_topics", type=click.IntRange(min=1), default=None,
-              help="Random Dirichlet topics: number of topics K.")
+@click.option("-k", "--n-topics", "--topics", "n_topics", type=click.IntRange(min=1),
+              default=None, help="Random Dirichlet topics: number of topics K.")
 @click.option("--beta", type=float, default=0.05, show_default=True,
               help="Dirichlet concentration of random topics.")
 @click.option("--planted-anchors", is_flag=True, help="Plant one anchor word per topic.")
@@ -747,32 +826,28 @@ def synth(
     output: str, n_docs: int, model_path: str | None, n_words: int | None,
     n_topics: int | None, beta: float, planted_anchors: bool, theta: str, alpha: float,
     doc_length: int, poisson: bool, fmt: str | None, seed: int, population: bool,
-    scheduler_address: str | None, scheduler_file: str | None, n_workers: int | None,
-    local_mode: str, quiet: bool, performance_report: str | None,
+    sched: _Scheduler,
 ) -> None:
     """Generate a semi-synthetic corpus with known topics (written beside it as
     OUTPUT.topics.npz), in parallel and with bounded memory."""
     from . import synth as synth_mod
 
     if model_path is None and (n_words is None or n_topics is None):
-        raise click.ClickException("give --model, or both --words and --topics")
+        raise click.ClickException("give --model, or both --words and --n-topics")
     _writing(output)
 
     def show(done: int, total: int) -> None:
-        if not quiet:
+        if not sched.quiet:
             click.echo(f"\rsynth: {done:,}/{total:,} documents", nl=False, err=True)
 
-    with scheduler_context(
-        scheduler_address, scheduler_file, n_workers=n_workers, local=local_mode,
-        numeric=True, quiet=quiet, performance_report=performance_report,
-    ):
+    with sched(numeric=True):
         out = synth_mod.synthesize(
             output, n_docs=n_docs, model=model_path, n_words=n_words, n_topics=n_topics,
             beta=beta, planted_anchors=planted_anchors, format=fmt, theta=theta, alpha=alpha,
             doc_length=doc_length, poisson=poisson, seed=seed, population=population,
             progress=show,
         )
-    if not quiet:
+    if not sched.quiet:
         click.echo(err=True)
     click.echo(json.dumps(out, indent=2, default=str))
 

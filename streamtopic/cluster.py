@@ -102,7 +102,10 @@ def usable_cores() -> int:
 
 def _workers(client: Any) -> dict[str, Any]:
     """The scheduler's record of every worker of ``client``, by address."""
-    info = client.scheduler_info(n_workers=-1) if _takes_n_workers(client) else client.scheduler_info()
+    if _takes_n_workers(client):
+        info = client.scheduler_info(n_workers=-1)
+    else:
+        info = client.scheduler_info()
     return dict(info.get("workers", {}))
 
 
@@ -209,46 +212,81 @@ def scheduler(
     distributed.Client or None
         The client (None for the in-process schedulers).
     """
-    env = os.environ.get(SCHEDULER_ENV)
-    if address is None and scheduler_file is None and env:
-        if os.path.isfile(env):
-            scheduler_file = env
-        else:
-            address = env
+    address, scheduler_file = _named_scheduler(address, scheduler_file)
     if address is not None or scheduler_file is not None:
-        from distributed import Client
-
-        if scheduler_file is not None and not os.path.isfile(scheduler_file):
-            raise FileNotFoundError(f"{scheduler_file}: scheduler file not found")
-        try:
-            client = Client(address, scheduler_file=scheduler_file, timeout="20s")
-        except OSError as exc:
-            target = address or scheduler_file
-            raise ConnectionError(f"cannot reach the Dask scheduler at {target}: {exc}") from exc
-        with client:
-            _announce(client, quiet)
-            with _report(performance_report):
-                yield client
+        with _remote_client(address, scheduler_file, quiet, performance_report) as client:
+            yield client
         return
     if local == "auto":
         local = "threads" if numeric else "cluster"
     if performance_report is not None and local in ("threads", "sync"):
         local = "inproc"
     if local in ("threads", "sync"):
-        import dask
-        import dask.local
-        import dask.threaded
-
-        # the scheduler function itself: dask imports distributed (~0.2 s) to resolve a
-        # scheduler given by name
-        get = dask.threaded.get if local == "threads" else dask.local.get_sync
-        with dask.config.set(scheduler=get):
+        with _in_process_scheduler(local):
             yield None
         return
     if local not in ("cluster", "inproc"):
         raise ValueError(
             f"local={local!r}: expected 'auto', 'cluster', 'inproc', 'threads' or 'sync'"
         )
+    with _local_cluster(local, n_workers, quiet, performance_report) as client:
+        yield client
+
+
+def _named_scheduler(
+    address: str | None, scheduler_file: str | None
+) -> tuple[str | None, str | None]:
+    """The scheduler's address or file: the ones given, else ``$STREAMTOPIC_SCHEDULER`` (a
+    file if one exists at that path, else an address)."""
+    env = os.environ.get(SCHEDULER_ENV)
+    if address is None and scheduler_file is None and env:
+        if os.path.isfile(env):
+            scheduler_file = env
+        else:
+            address = env
+    return address, scheduler_file
+
+
+@contextmanager
+def _remote_client(
+    address: str | None, scheduler_file: str | None, quiet: bool, performance_report: str | None
+) -> Iterator[Any]:
+    """A client of a running scheduler, closed on exit (the cluster stays up)."""
+    from distributed import Client
+
+    if scheduler_file is not None and not os.path.isfile(scheduler_file):
+        raise FileNotFoundError(f"{scheduler_file}: scheduler file not found")
+    try:
+        client = Client(address, scheduler_file=scheduler_file, timeout="20s")
+    except OSError as exc:
+        target = address or scheduler_file
+        raise ConnectionError(f"cannot reach the Dask scheduler at {target}: {exc}") from exc
+    with client:
+        _announce(client, quiet)
+        with _report(performance_report):
+            yield client
+
+
+@contextmanager
+def _in_process_scheduler(local: str) -> Iterator[None]:
+    """Dask's threaded (``threads``) or synchronous (``sync``) scheduler."""
+    import dask
+    import dask.local
+    import dask.threaded
+
+    # the scheduler function itself: dask imports distributed (~0.2 s) to resolve a
+    # scheduler given by name
+    get = dask.threaded.get if local == "threads" else dask.local.get_sync
+    with dask.config.set(scheduler=get):
+        yield
+
+
+@contextmanager
+def _local_cluster(
+    local: str, n_workers: int | None, quiet: bool, performance_report: str | None
+) -> Iterator[Any]:
+    """A local cluster of worker processes (``cluster``) or one worker in this process
+    (``inproc``), and its client; both closed on exit."""
     import dask
     from distributed import Client, LocalCluster
 
@@ -328,7 +366,8 @@ def compute(
 
     t0 = time.perf_counter()
     client = current_client()
-    n_tasks = len(set().union(*(c.__dask_graph__().keys() for c in _collections(collections))))
+    keys = set().union(*(c.__dask_graph__().keys() for c in _collections(collections)))
+    n_tasks = len(keys)
     show = progress and label is not None
     if show and label:
         print(f"{label}:", file=sys.stderr, flush=True)
@@ -346,7 +385,7 @@ def compute(
                     print(file=sys.stderr, flush=True)
                 results = tuple(client.gather(futures))
             except BaseException:
-                _settle(client, futures)
+                _settle(client, futures, keys)
                 raise
         else:
             with _own_threads(collections) as kwargs:
@@ -386,21 +425,31 @@ def _own_threads(collections: Sequence[Any]) -> Iterator[dict[str, Any]]:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _settle(client: Any, futures: Sequence[Any], timeout: float = 60.0) -> None:
+def _settle(client: Any, futures: Sequence[Any], keys: set[Any],
+            timeout: float = 60.0) -> None:
     """After a failed computation on a cluster: cancel its futures and wait (up to
-    ``timeout`` seconds) until none of its tasks still runs on a worker, for the reason
-    :func:`_own_threads` gives."""
-    keys = {str(f.key) for f in futures}
+    ``timeout`` seconds) until no worker still executes a task of its graph (``keys``), for
+    the reason :func:`_own_threads` gives. The workers themselves are asked: once cancelled,
+    a task that still runs is no longer the scheduler's."""
+    names = {str(k) for k in keys} | {str(f.key) for f in futures}
     try:
         client.cancel(list(futures))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            busy = client.processing()
-            if not any(str(k) in keys for ks in busy.values() for k in ks):
+            running = client.run(_executing_keys)
+            if not any(k in names for ks in running.values() for k in ks):
                 return
             time.sleep(0.05)
+        log.warning("tasks of a failed computation still run after %.0f s", timeout)
     except Exception:  # a cluster that is gone runs nothing
         return
+
+
+def _executing_keys(dask_worker: Any) -> list[str]:
+    """The keys of the tasks a worker is executing (run on the worker by ``client.run``)."""
+    state = getattr(dask_worker, "state", None)
+    tasks = list(getattr(state, "executing", ())) + list(getattr(state, "long_running", ()))
+    return [str(getattr(ts, "key", ts)) for ts in tasks]
 
 
 def persist(items: Any, progress: bool = True, label: str = "") -> Any:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import os
 import shutil
 import time
-import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -37,9 +36,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ._io import TargetExistsError, written_aside
 from .corpus import Corpus, CorpusError, DocChunk, _uci_header, read_corpus
 from .store import CooccurrenceStore, StoreError, read_q_block
-from .vocabulary import Tokenizer, TermStats, Vocabulary, read_vocab_file, validate_pruning
+from .vocabulary import TermStats, Tokenizer, Vocabulary, read_vocab_file, validate_pruning
 
 __all__ = [
     "IngestReport", "ingest", "document_cooccurrence", "GROUP_BYTES", "SPLIT_EVERY", "SYNC_EVERY",
@@ -52,6 +52,9 @@ SPLIT_EVERY = 8  # fan-in of the reduction trees (few tasks; partials are small)
 CACHE_SHARE = 0.25
 SYNC_EVERY = 4  # rounds of accumulation links per barrier (chains stay within 2 blocks)
 DENSE_FRACTION = 0.25  # a partial piece denser than this is summed as a dense array
+
+#: A new store is built in ``.NAME.tmp-<hex>`` beside its path (:func:`.temp_beside`)
+_BUILD_TAG = "tmp"
 
 DEFAULT_MIN_DF = 5
 DEFAULT_MAX_DF = 0.5
@@ -170,20 +173,17 @@ class _Stats:
     n_tokens: int = 0
     n_oov: int = 0
     n_replaced: int = 0
-    word_counts: np.ndarray | None = None
-    doc_freq: np.ndarray | None = None
-    diag: np.ndarray | None = None  # exact diagonal of the round's Σ_d Q_d
+    word_counts: np.ndarray = field(init=False)
+    doc_freq: np.ndarray = field(init=False)
+    diag: np.ndarray = field(init=False)  # exact diagonal of the round's Σ_d Q_d
     per_source: dict[str, dict[str, int]] = field(default_factory=dict)
     # UCI chunks: (source, first docID − 1, last docID − 1, byte offset of the chunk's first line)
     doc_ranges: list[tuple[str, int, int, int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if self.word_counts is None:
-            self.word_counts = np.zeros(self.V, np.int64)
-        if self.doc_freq is None:
-            self.doc_freq = np.zeros(self.V, np.int64)
-        if self.diag is None:
-            self.diag = np.zeros(self.V)
+        self.word_counts = np.zeros(self.V, np.int64)
+        self.doc_freq = np.zeros(self.V, np.int64)
+        self.diag = np.zeros(self.V)
 
     def add(self, other: _Stats) -> _Stats:
         self.n_docs += other.n_docs
@@ -234,7 +234,7 @@ def _to_global(chunk: DocChunk, index: dict[str, int], V: int) -> tuple[sp.csr_m
 
 
 @dataclass
-class _Part:
+class _WeightedDocs:
     """One partition's documents, ready for the accumulation links: Hu (n×V CSR, sorted
     column indices, documents with n >= 2 only) and the weights w_d = 1/(n_d(n_d − 1))."""
 
@@ -253,7 +253,7 @@ class _Part:
         return sp.csr_matrix((data, self.indices, self.indptr), shape=(self.w.size, self.V))
 
 
-def _make_part(Hu: sp.csr_matrix) -> tuple[_Part, np.ndarray]:
+def _weighted_docs(Hu: sp.csr_matrix) -> tuple[_WeightedDocs, np.ndarray]:
     """The partition's documents and the exact diagonal Σ_d (h_i² − h_i) w_d (V,). Diagonal
     entries the links add are Σ_d h_i² w_d; the block writer replaces them by the exact values,
     so the hot path never touches them."""
@@ -261,10 +261,14 @@ def _make_part(Hu: sp.csr_matrix) -> tuple[_Part, np.ndarray]:
     Hu.sum_duplicates()
     Hu.sort_indices()
     w, diag = _weights_and_diagonal(Hu)
-    part = _Part(Hu.indptr.astype(np.int64), Hu.indices.astype(np.int32), Hu.data, w,
+    part = _WeightedDocs(Hu.indptr.astype(np.int64), Hu.indices.astype(np.int32), Hu.data, w,
                  Hu.shape[1])
     return part, diag
 
+
+#: What a partition task returns (a one-item list: a Dask bag's partition): its documents
+#: (None if none has two tokens) and its counts.
+_Partial = list[tuple[_WeightedDocs | None, _Stats]]
 
 _STORE_INDEX: dict[tuple[str, str], dict[str, int]] = {}
 
@@ -284,7 +288,7 @@ def _store_index(path: str, uid: str) -> dict[str, int]:
 
 def _partition_partial(
     chunks: Sequence[DocChunk], store_path: str, uid: str, grid: _Grid
-) -> list[tuple[list[Any], _Stats]]:
+) -> _Partial:
     """One partition's contribution: its Q pieces per group, and its counts."""
     index = _store_index(store_path, uid)
     V = len(index)
@@ -309,14 +313,13 @@ def _partition_partial(
         stats.n_oov += oov
         stats.n_replaced += ch.n_replaced
         Hu = H[used]
-        assert stats.word_counts is not None and stats.doc_freq is not None
         stats.word_counts += np.asarray(Hu.sum(axis=0)).ravel().astype(np.int64)
         stats.doc_freq += np.bincount(Hu.indices, minlength=V).astype(np.int64)
         if Hu.shape[0]:
             blocks.append(Hu)
     if not blocks:
         return [(None, stats)]
-    part, diag = _make_part(sp.vstack(blocks, format="csr"))
+    part, diag = _weighted_docs(sp.vstack(blocks, format="csr"))
     stats.diag += diag
     return [(part, stats)]
 
@@ -375,16 +378,16 @@ def _add_piece(acc: Any, piece: Any) -> Any:
     return total
 
 
-def _part_of(partition: list[tuple[_Part | None, _Stats]]) -> _Part | None:
+def _docs_of(partition: _Partial) -> _WeightedDocs | None:
     """A partition's documents (its own task, so that links fetch only what they use)."""
     return partition[0][0]
 
 
-def _stats_of(partition: list[tuple[_Part | None, _Stats]]) -> _Stats:
+def _stats_of(partition: _Partial) -> _Stats:
     return partition[0][1]
 
 
-def _group_product(part: _Part, r0: int, r1: int, c0: int, c1: int) -> sp.csr_matrix:
+def _group_product(part: _WeightedDocs, r0: int, r1: int, c0: int, c1: int) -> sp.csr_matrix:
     """Rows r0:r1, columns c0:c1 of the partition's Hᵀ W H, as a sparse matrix (scipy)."""
     Hc = part.csr().tocsc()
     Hwc = part.csr(weighted=True).tocsc()
@@ -398,13 +401,13 @@ def pair_kernels() -> tuple[Any, Any]:
     numba takes about 0.3 s, which a short ingest would feel."""
     try:
         from ._pairs import add_pairs_dense, count_pairs
-    except ImportError:  # pragma: no cover - built without a C compiler
+    except ImportError:  # built without a C compiler
         from ._kernels import add_pairs_dense, count_pairs
     return add_pairs_dense, count_pairs
 
 
 def _accumulate_piece(
-    acc: Any, part: _Part | None, bounds: tuple[int, int, int, int], *tickets: None
+    acc: Any, part: _WeightedDocs | None, bounds: tuple[int, int, int, int], *tickets: None
 ) -> Any:
     """One link of a group's accumulation chain: ``acc`` (the previous link's result, which
     only this link consumes) plus the partition's contribution to the group's rectangle
@@ -454,7 +457,8 @@ def _sum_stats(*stats: _Stats) -> _Stats:
 
 
 def _write_group(
-    piece: Any, stats: _Stats, root: str, old_versions: np.ndarray, new_version: int,
+    piece: Any, stats: _Stats, root: str, old_versions: np.ndarray, old_nnz: np.ndarray,
+    new_version: int,
     grid: _Grid, i: int, g: int,
 ) -> list[tuple[int, int, int]]:
     """Add a group's summed piece to the head's blocks and write them into the new version,
@@ -492,7 +496,8 @@ def _write_group(
                 block = part
                 block[d - r0, d - b0] = stats.diag[d]
             else:
-                block = read_q_block(root, int(old_versions[k]), slice(r0, r1), slice(b0, b1))
+                block = read_q_block(root, int(old_versions[k]), slice(r0, r1), slice(b0, b1),
+                                     nnz=int(old_nnz[k]))  # a lost block is an error
                 exact = block[d - r0, d - b0] + stats.diag[d]
                 if isinstance(part, np.ndarray):
                     block += part
@@ -864,8 +869,9 @@ def _new_sources(
     recorded: dict[str, set[str]] = {}
     for entry in existing.sources:
         recorded.setdefault(entry["path"], set()).add(entry["sha256"])
-    keep, skipped = [], []
-    for src, h in zip(corpus.sources, hashes):
+    keep: list[tuple[Any, str | None]] = []
+    skipped: list[str] = []
+    for src, h in zip(corpus.sources, hashes, strict=True):
         if h in recorded.get(src.path, ()):
             if not skip_existing:
                 raise DuplicateInputError(
@@ -906,6 +912,7 @@ def _ingest_locked(
 
     # --- which inputs are new (a new store has none yet: its inputs are hashed in the
     # co-occurrence pass itself, in parallel with the counting)
+    stamps = _stamps(corpus.sources)  # before the hashes: each stamp vouches for its hash
     keep_sources, skipped = _new_sources(corpus, existing, store_path, skip_existing)
     if not keep_sources:
         version = existing.version if existing else 0
@@ -923,9 +930,9 @@ def _ingest_locked(
         raise CorpusError(", ".join(s.path for s in corpus.sources), "the corpus is empty")
 
     if existing is not None:
-        report = _accumulate(corpus, existing, keep_sources, progress, lock)
+        report = _accumulate(corpus, existing, keep_sources, stamps, progress, lock)
     else:
-        report = _first_ingest(corpus, store_path, keep_sources, progress, vocab=vocab,
+        report = _first_ingest(corpus, store_path, keep_sources, stamps, progress, vocab=vocab,
                                min_df=min_df, max_df=max_df, keep_n=keep_n,
                                chunk_size=chunk_size)
     report.store = store_path
@@ -934,70 +941,65 @@ def _ingest_locked(
 
 
 def _first_ingest(
-    corpus: Corpus, store_path: str, sources: list[tuple[Any, str | None]], progress: bool,
-    *, vocab: str | None, min_df: int | None, max_df: float | None, keep_n: Any,
-    chunk_size: int | None,
+    corpus: Corpus, store_path: str, sources: list[tuple[Any, str | None]],
+    stamps: dict[str, str], progress: bool, *, vocab: str | None, min_df: int | None,
+    max_df: float | None, keep_n: Any, chunk_size: int | None,
 ) -> IngestReport:
     """Build a new store in a hidden directory beside ``store_path`` (its vocabulary from a
     pass over the corpus, or the file ``vocab``), locked by this process from its creation,
     and rename it into place once committed."""
+    pruning = {
+        "min_df": DEFAULT_MIN_DF if min_df is None else min_df,
+        "max_df": DEFAULT_MAX_DF if max_df is None else max_df,
+        "keep_n": DEFAULT_KEEP_N if keep_n == "default" else keep_n,
+    }
     if vocab is not None:
         voc = Vocabulary.fixed(read_vocab_file(vocab))
     else:
         if _worth_caching(corpus):  # one read for both passes
             corpus = corpus.cached(progress)
-        stats = _vocabulary_pass(corpus, progress)
-        if stats.n_docs == 0:
-            raise CorpusError(
-                ", ".join(s.path for s in corpus.sources), "the corpus has no documents"
-            )
-        voc = Vocabulary.from_stats(
-            stats,
-            min_df=DEFAULT_MIN_DF if min_df is None else min_df,
-            max_df=DEFAULT_MAX_DF if max_df is None else max_df,
-            keep_n=DEFAULT_KEEP_N if keep_n == "default" else keep_n,
-        )
-        if len(voc) == 0:
-            raise CorpusError(
-                ", ".join(s.path for s in corpus.sources),
-                f"no term survives pruning (min_df={min_df or DEFAULT_MIN_DF}, "
-                f"max_df={max_df or DEFAULT_MAX_DF}) over {stats.n_docs} documents",
-            )
+        voc = _pruned_vocabulary(corpus, progress, pruning, min_df, max_df)
     parent = os.path.dirname(store_path) or "."
     if not os.path.isdir(parent):
         raise StoreError(f"{parent}: directory does not exist")
     _remove_dead_first_ingests(store_path)
-    tmp_path = os.path.join(
-        parent, f".{os.path.basename(store_path)}.tmp-{uuid.uuid4().hex[:12]}"
-    )
     config = {
         "tokenizer": corpus.tokenizer.config(),
-        "pruning": {
-            "vocab_file": os.path.abspath(vocab) if vocab else None,
-            "min_df": DEFAULT_MIN_DF if min_df is None else min_df,
-            "max_df": DEFAULT_MAX_DF if max_df is None else max_df,
-            "keep_n": DEFAULT_KEEP_N if keep_n == "default" else keep_n,
-        },
+        "pruning": {"vocab_file": os.path.abspath(vocab) if vocab else None, **pruning},
     }
     lock = None
     try:
-        target = CooccurrenceStore.create(tmp_path, voc.terms, chunk_size=chunk_size,
-                                          config=config)
-        lock = target.writer_lock()
-        report = _accumulate(corpus, target, sources, progress, lock)
-        try:
-            os.rename(tmp_path, store_path)  # fails if a store appeared there meanwhile
-        except OSError:
-            raise StoreError(
-                f"{store_path}: appeared while ingesting; not overwritten"
-            ) from None
-        tmp_path = None
+        with written_aside(store_path, tag=_BUILD_TAG, replace=False) as build_path:
+            target = CooccurrenceStore.create(build_path, voc.terms, chunk_size=chunk_size,
+                                              config=config)
+            lock = target.writer_lock()
+            report = _accumulate(corpus, target, sources, stamps, progress, lock)
+    except TargetExistsError:
+        raise StoreError(f"{store_path}: appeared while ingesting; not overwritten") from None
     finally:
-        if tmp_path is not None:
-            shutil.rmtree(tmp_path, ignore_errors=True)
         if lock is not None:
-            lock.release()
+            lock.release()  # after the build directory is renamed, or removed
     return report
+
+
+def _pruned_vocabulary(
+    corpus: Corpus, progress: bool, pruning: dict[str, Any], min_df: int | None,
+    max_df: float | None,
+) -> Vocabulary:
+    """A new store's vocabulary: a pass over the corpus, pruned as ``pruning`` says."""
+    stats = _vocabulary_pass(corpus, progress)
+    if stats.n_docs == 0:
+        raise CorpusError(
+            ", ".join(s.path for s in corpus.sources), "the corpus has no documents"
+        )
+    voc = Vocabulary.from_stats(stats, **pruning)
+    if len(voc) == 0:
+        raise CorpusError(
+            ", ".join(s.path for s in corpus.sources),
+            f"no term survives pruning (min_df={min_df or DEFAULT_MIN_DF}, "
+            f"max_df={max_df or DEFAULT_MAX_DF}) over {stats.n_docs} documents",
+        )
+    return voc
 
 
 def _remove_dead_first_ingests(store_path: str) -> None:
@@ -1009,12 +1011,17 @@ def _remove_dead_first_ingests(store_path: str) -> None:
     from .store import _LOCK
 
     pattern = os.path.join(
-        os.path.dirname(store_path), f".{os.path.basename(store_path)}.tmp-*"
+        os.path.dirname(store_path), f".{os.path.basename(store_path)}.{_BUILD_TAG}-*"
     )
     for tmp in glob.glob(pattern):
         lock = os.path.join(tmp, _LOCK)
-        if os.path.exists(lock):
-            dead = not is_locked(lock)  # its writer locks it from creation until the rename
+        if os.path.exists(lock):  # its writer locks it from creation until the rename; a
+            # lock file younger than a second may still be on its way to being locked
+            try:
+                age = time.time() - os.path.getmtime(lock)
+            except OSError:  # renamed into place meanwhile
+                continue
+            dead = age > 1 and not is_locked(lock)
         else:  # made before its lock (a moment), or left by a write after its removal
             try:
                 dead = time.time() - os.path.getmtime(tmp) > 60
@@ -1054,20 +1061,13 @@ def _accumulate(
     corpus: Corpus,
     store: CooccurrenceStore,
     sources: Sequence[tuple[Any, str | None]],
+    stamps: dict[str, str],
     progress: bool,
     lock: Any,
 ) -> IngestReport:
     """Count the corpus into a new version of the store and commit it. ``sources`` pairs
     each input with its content hash, or None to hash it within this pass."""
-    import dask
-    from dask import delayed
-
-    from .cluster import compute, worker_addresses
-
-    from .corpus import stat_fingerprint
-
     grid = _make_grid(store.V, store.chunk_size)
-    stamps = [stat_fingerprint(src.path, src.vocab_path) for src, _ in sources]
     parts = (
         corpus.to_bag()
         .map_partitions(_partition_partial, store.path, store.uid, grid)
@@ -1075,41 +1075,15 @@ def _accumulate(
     )
     txn = store.begin(lock)
     try:
-        head_bv = store.block_versions
-        writes = []
-        homes = worker_addresses()
-        totals = _chains([delayed(_part_of, pure=True)(p) for p in parts], grid, homes)
-        stats_d = _tree(_sum_stats, [delayed(_stats_of, pure=True)(p) for p in parts])
-        for n, ((i, g), total) in enumerate(zip(grid.groups, totals)):
-            old = np.array([head_bv[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
-            with dask.annotate(**_home(homes, n)):
-                writes.append(
-                    delayed(_write_group, pure=True)(
-                        total, stats_d, store.path, old, txn.number, grid, i, g
-                    )
-                )
-        to_hash = [delayed(_source_hash, pure=False)(src) for src, h in sources if h is None]
-        written_lists, stats, new_hashes = compute(
-            writes, stats_d, to_hash, progress=progress, label="co-occurrence",
-            bytes_read=sum(s.size for s in corpus.sources) + store.q_bytes(),
+        written_lists, stats, new_hashes = _count_round(
+            corpus, store, sources, parts, grid, txn.number, progress
         )
+        _check_unchanged([src for src, _ in sources], stamps)
         fresh = iter(new_hashes)
-        sources = [(src, h if h is not None else next(fresh)) for src, h in sources]
+        hashed = [(src, h if h is not None else next(fresh)) for src, h in sources]
         _check_sources(corpus, stats)
-        written = [(i, j) for lst in written_lists for (i, j, _) in lst]
-        nnz_new = {(i, j): n for lst in written_lists for (i, j, n) in lst}
-        entries = []
-        for (src, h), stamp in zip(sources, stamps):
-            ps = stats.per_source.get(src.path, {})
-            entries.append({
-                "path": src.path, "sha256": h, "stat": stamp, "format": src.format,
-                "bytes": src.size,
-                "vocab_path": src.vocab_path, "strip_headers": src.strip_headers,
-                "keep_subject": src.keep_subject,
-                "n_docs": int(ps.get("docs", 0)), "n_tokens": int(ps.get("tokens", 0)),
-                "n_oov_tokens": int(ps.get("oov", 0)),
-                "ingested_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            })
+        fields = {p.source.path: p.opt("text_field", "text") for p in corpus.parts}
+        entries = _manifest_entries(hashed, stamps, fields, stats)
         absent_docs = _absent_uci_docs(corpus, stats)
         skipped_docs = stats.n_skipped + absent_docs
         if stats.n_docs == 0 and store.n_docs == 0:
@@ -1119,7 +1093,7 @@ def _accumulate(
             )
         store.commit(
             txn,
-            written=written,
+            written=[(i, j) for lst in written_lists for (i, j, _) in lst],
             n_docs=stats.n_docs,
             n_tokens=stats.n_tokens,
             word_counts=stats.word_counts,
@@ -1127,7 +1101,7 @@ def _accumulate(
             n_skipped_docs=skipped_docs,
             n_oov_tokens=stats.n_oov,
             n_replaced_bytes=stats.n_replaced,
-            block_nnz=nnz_new,
+            block_nnz={(i, j): n for lst in written_lists for (i, j, n) in lst},
             new_sources=entries,
         )
     except BaseException:
@@ -1139,6 +1113,87 @@ def _accumulate(
     )
 
 
+def _stamps(sources: Sequence[Any]) -> dict[str, str]:
+    """Each input's stamp of file sizes and times, by path
+    (:func:`~streamtopic.corpus.stat_fingerprint`)."""
+    from .corpus import stat_fingerprint
+
+    return {src.path: stat_fingerprint(src.path, src.vocab_path) for src in sources}
+
+
+def _check_unchanged(sources: Sequence[Any], stamps: dict[str, str]) -> None:
+    """Refuse a round whose inputs changed after their stamps were taken (while they were
+    hashed and counted)."""
+    now = _stamps(sources)
+    for src in sources:
+        if now[src.path] != stamps[src.path]:
+            raise CorpusError(src.path, "changed while it was being ingested; nothing was "
+                                        "committed, ingest it again")
+
+
+def _count_round(
+    corpus: Corpus,
+    store: CooccurrenceStore,
+    sources: Sequence[tuple[Any, str | None]],
+    parts: Sequence[Any],
+    grid: _Grid,
+    version: int,
+    progress: bool,
+) -> tuple[list[list[tuple[int, int, int]]], _Stats, list[str]]:
+    """Run one ingest round: every group's chain over the partitions (``parts``, delayed
+    :func:`_partition_partial` results), then its writer into version ``version``; the
+    round's counts; the content hashes of the ``sources`` without one. Returns (each
+    writer's (i, j, nnz) per block written, the counts, the new hashes in order)."""
+    import dask
+    from dask import delayed
+
+    from .cluster import compute, worker_addresses
+
+    head_bv, head_nnz = store.block_versions, store.block_nnz
+    if head_nnz is None:  # not recorded: not checked
+        head_nnz = np.full(head_bv.shape, -1, np.int64)
+    writes = []
+    homes = worker_addresses()
+    totals = _chains([delayed(_docs_of, pure=True)(p) for p in parts], grid, homes)
+    stats_d = _tree(_sum_stats, [delayed(_stats_of, pure=True)(p) for p in parts])
+    for n, ((i, g), total) in enumerate(zip(grid.groups, totals, strict=True)):
+        old = np.array([head_bv[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
+        old_nnz = np.array([head_nnz[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
+        with dask.annotate(**_home(homes, n)):
+            writes.append(
+                delayed(_write_group, pure=True)(
+                    total, stats_d, store.path, old, old_nnz, version, grid, i, g
+                )
+            )
+    to_hash = [delayed(_source_hash, pure=False)(src) for src, h in sources if h is None]
+    written_lists, stats, new_hashes = compute(
+        writes, stats_d, to_hash, progress=progress, label="co-occurrence",
+        bytes_read=sum(s.size for s in corpus.sources) + store.q_bytes(),
+    )
+    return written_lists, stats, list(new_hashes)
+
+
+def _manifest_entries(
+    sources: Sequence[tuple[Any, str]], stamps: dict[str, str], fields: dict[str, str],
+    stats: _Stats,
+) -> list[dict[str, Any]]:
+    """The store manifest's entries of the inputs of one ingest round (``fields``: the JSON
+    Lines text field of each input, by path)."""
+    entries = []
+    for src, h in sources:
+        ps = stats.per_source.get(src.path, {})
+        entries.append({
+            "path": src.path, "sha256": h, "stat": stamps[src.path], "format": src.format,
+            "bytes": src.size,
+            "vocab_path": src.vocab_path, "strip_headers": src.strip_headers,
+            "keep_subject": src.keep_subject, "text_field": fields.get(src.path, "text"),
+            "n_docs": int(ps.get("docs", 0)), "n_tokens": int(ps.get("tokens", 0)),
+            "n_oov_tokens": int(ps.get("oov", 0)),
+            "ingested_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        })
+    return entries
+
+
 def _check_sources(corpus: Corpus, stats: _Stats) -> None:
     """Whole-file checks that no single partition can make (UCI's NNZ)."""
     for src in corpus.sources:
@@ -1146,7 +1201,7 @@ def _check_sources(corpus: Corpus, stats: _Stats) -> None:
             continue
         D, W, NNZ, _ = _uci_header(src.path)
         ranges = sorted((r for r in stats.doc_ranges if r[0] == src.path), key=lambda r: r[3])
-        for prev, cur in zip(ranges, ranges[1:]):
+        for prev, cur in zip(ranges, ranges[1:], strict=False):
             if cur[1] <= prev[2]:
                 from .corpus import _line_of_offset
 

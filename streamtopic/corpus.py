@@ -45,6 +45,7 @@ import sys
 import tarfile
 import zlib
 from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, BinaryIO
@@ -52,7 +53,8 @@ from typing import Any, BinaryIO
 import numpy as np
 import scipy.sparse as sp
 
-from .vocabulary import Tokenizer, TermStats, read_vocab_file
+from ._io import written_aside
+from .vocabulary import TermStats, Tokenizer, read_vocab_file
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +198,7 @@ def _hash_file(path: str, h: Any) -> None:
 
 
 @dataclass(frozen=True)
-class _Part:
+class _PartitionPlan:
     """A partition: where to read and how to parse it."""
 
     source: Source
@@ -231,7 +233,8 @@ def _compression(path: str) -> str | None:
     return None
 
 
-def _head(path: str, n: int = 4096) -> bytes:
+def _leading_bytes(path: str, n: int = 4096) -> bytes:
+    """The first ``n`` bytes of the (decompressed) content of ``path``."""
     try:
         with _open_stream(path) as fh:
             return fh.read(n)
@@ -270,7 +273,7 @@ def detect_format(path: str) -> str:
         magic = fh.read(8)
     if magic.startswith(b"\x89HDF"):
         return "hdf5"
-    head = _head(path)
+    head = _leading_bytes(path)
     if _looks_uci(head):
         return "uci"
     if head.lstrip()[:1] == b"{":
@@ -302,7 +305,9 @@ def _list_tree(root: str) -> list[str]:
     return out
 
 
-def _expand_inputs(inputs: Sequence[str | os.PathLike[str]], fmt: str) -> list[tuple[str, str]]:
+def _expand_inputs(
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], fmt: str
+) -> list[tuple[str, str]]:
     """Resolve paths, globs and directories into (absolute path, format) pairs."""
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
@@ -331,7 +336,7 @@ def _expand_inputs(inputs: Sequence[str | os.PathLike[str]], fmt: str) -> list[t
             else:
                 out.append((m, f))
     if not out:
-        raise CorpusError(", ".join(map(os.fspath, inputs)) or "<none>", "no input given")
+        raise CorpusError(", ".join(os.fspath(p) for p in inputs) or "<none>", "no input given")
     return out
 
 
@@ -413,24 +418,37 @@ def _line_splits(
     Plain files are split with seeks; gzip files with one streaming scan.
     """
     if not _is_gzip(path):
-        size = os.path.getsize(path)
-        offsets = [start]
-        with open(path, "rb") as fh:
-            target = start + blocksize
-            while target < size:
-                fh.seek(target - 1)
-                fh.readline()  # finish the line holding byte target-1
-                pos = fh.tell()
-                if key is not None and pos < size:
-                    pos = _skip_same_key(fh, path, pos, start, key)
-                if pos >= size:
-                    break
-                offsets.append(pos)
-                target = max(pos, target) + blocksize
-        offsets.append(size)
-        return offsets, [], size
-    # gzip: one streaming scan over the decompressed data, in large blocks; Python only looks
-    # at the lines around each split point
+        return _seek_splits(path, start, blocksize, key)
+    return _gzip_splits(path, start, blocksize, key)
+
+
+def _seek_splits(
+    path: str, start: int, blocksize: int, key: Any
+) -> tuple[list[int], list[int], int]:
+    """:func:`_line_splits` of a plain file, by seeks (line numbers unknown: none)."""
+    size = os.path.getsize(path)
+    offsets = [start]
+    with open(path, "rb") as fh:
+        target = start + blocksize
+        while target < size:
+            fh.seek(target - 1)
+            fh.readline()  # finish the line holding byte target-1
+            pos = fh.tell()
+            if key is not None and pos < size:
+                pos = _skip_same_key(fh, path, pos, start, key)
+            if pos >= size:
+                break
+            offsets.append(pos)
+            target = max(pos, target) + blocksize
+    offsets.append(size)
+    return offsets, [], size
+
+
+def _gzip_splits(
+    path: str, start: int, blocksize: int, key: Any
+) -> tuple[list[int], list[int], int]:
+    """:func:`_line_splits` of a gzip file: one streaming scan over the decompressed data, in
+    large blocks; Python only looks at the lines around each split point."""
     offsets = [start]
     lines: list[int] = []
     pos = 0  # decompressed offset of buf[0]
@@ -444,25 +462,21 @@ def _line_splits(
                 buf += block
                 if not lines and pos + len(buf) > start:
                     lines.append(lineno + buf.count(b"\n", 0, start - pos))
-                while pos + len(buf) > next_target + 1 or (not block and pos + len(buf) > next_target):
+                end = pos + len(buf)
+                while end > next_target + 1 or (not block and end > next_target):
                     cut = _split_in_buffer(buf, next_target - pos, key, final=not block)
                     if cut is None:
                         break  # need more data to decide
                     if cut >= len(buf):
-                        next_target = pos + len(buf) + 1
+                        next_target = end + 1
                         break
                     offsets.append(pos + cut)
                     lines.append(lineno + buf.count(b"\n", 0, cut))
                     next_target = pos + cut + blocksize
                 if not block:
-                    total = pos + len(buf)
+                    total = end
                     break
-                # keep the tail from the last line start before the next target
-                keep_from = buf.rfind(b"\n", 0, max(0, min(len(buf), next_target - pos) - 1))
-                keep_from = max(0, keep_from + 1) if keep_from >= 0 else 0
-                keep_from = min(keep_from, max(0, len(buf) - 8192))
-                if keep_from > 0:
-                    keep_from = buf.rfind(b"\n", 0, keep_from) + 1
+                keep_from = _tail_start(buf, next_target - pos)
                 if keep_from > 0:
                     lineno += buf.count(b"\n", 0, keep_from)
                     pos += keep_from
@@ -473,6 +487,17 @@ def _line_splits(
         lines.append(lineno)
     offsets.append(total)
     return offsets, lines, total
+
+
+def _tail_start(buf: bytes, target: int) -> int:
+    """Where the part of ``buf`` to keep for the next split starts: the last line start
+    before ``target``, keeping at least the last 8 KiB (0: keep all)."""
+    keep_from = buf.rfind(b"\n", 0, max(0, min(len(buf), target) - 1))
+    keep_from = max(0, keep_from + 1) if keep_from >= 0 else 0
+    keep_from = min(keep_from, max(0, len(buf) - 8192))
+    if keep_from > 0:
+        keep_from = buf.rfind(b"\n", 0, keep_from) + 1
+    return keep_from
 
 
 def _split_in_buffer(buf: bytes, target: int, key: Any, final: bool) -> int | None:
@@ -566,7 +591,7 @@ class _ChunkBuilder:
         self._reset()
 
 
-def _read_text_part(part: _Part, tokenizer: Tokenizer) -> list[DocChunk]:
+def _read_text_part(part: _PartitionPlan, tokenizer: Tokenizer) -> list[DocChunk]:
     raw = _read_range(part.source.path, part.start, part.stop)
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
@@ -588,7 +613,7 @@ def _read_text_part(part: _Part, tokenizer: Tokenizer) -> list[DocChunk]:
     return builder.chunks
 
 
-def _json_text(part: _Part, text: str, field_name: str, offset: int, i: int) -> str:
+def _json_text(part: _PartitionPlan, text: str, field_name: str, offset: int, i: int) -> str:
     def lineno() -> int:
         if part.first_line is not None:
             return part.first_line + i
@@ -636,7 +661,7 @@ def _strip_header_block(raw: bytes, keep_subject: bool) -> bytes:
     return subject.group(1) + b"\n" + body if subject else body
 
 
-def _read_files_part(part: _Part, tokenizer: Tokenizer) -> list[DocChunk]:
+def _read_files_part(part: _PartitionPlan, tokenizer: Tokenizer) -> list[DocChunk]:
     src = part.source
     builder = _ChunkBuilder(src.path, part.first_doc)
     if os.path.isdir(src.path):
@@ -685,7 +710,7 @@ def _uci_header_cached(path: str, mtime_ns: int, size: int) -> tuple[int, int, i
         raise CorpusError(path, f"cannot read: {exc}") from exc
     names = ("D (number of documents)", "W (vocabulary size)", "NNZ (number of entries)")
     values = []
-    for i, (line, name) in enumerate(zip(lines, names), start=1):
+    for i, (line, name) in enumerate(zip(lines, names, strict=True), start=1):
         s = line.strip()
         if not s:
             raise CorpusError(path, f"UCI header: expected {name}, found end of file", line=i)
@@ -726,7 +751,7 @@ def _uci_key(line: bytes) -> bytes:
     return line.split(None, 1)[0] if line.strip() else b""
 
 
-def _read_uci_part(part: _Part) -> list[DocChunk]:
+def _read_uci_part(part: _PartitionPlan) -> list[DocChunk]:
     path = part.source.path
     D, W, NNZ, _ = _uci_header(path)
     raw = _read_range(path, part.start, part.stop)
@@ -797,7 +822,8 @@ def _entry_line_starts(raw: bytes, n_entries: int) -> np.ndarray:
         starts, ends = starts[:-1], ends[:-1]
     if starts.size == n_entries:
         return starts
-    keep = np.array([bool(raw[a:b].strip()) for a, b in zip(starts.tolist(), ends.tolist())])
+    bounds = zip(starts.tolist(), ends.tolist(), strict=True)
+    keep = np.array([bool(raw[a:b].strip()) for a, b in bounds])
     return starts[keep]
 
 
@@ -819,15 +845,11 @@ def _parse_ints(raw: bytes) -> np.ndarray | None:
         return None
 
 
-def _uci_raise_at(part: _Part, raw: bytes, entry: int, message: str) -> None:
+def _uci_raise_at(part: _PartitionPlan, raw: bytes, entry: int, message: str) -> None:
     """Raise for the ``entry``-th non-blank line of ``raw``, naming its line number."""
     lines = raw.split(b"\n")
-    k = -1
-    for i, line in enumerate(lines):
-        if line.strip():
-            k += 1
-            if k == entry:
-                break
+    nonblank = [j for j, line in enumerate(lines) if line.strip()]
+    i = nonblank[entry] if 0 <= entry < len(nonblank) else len(lines) - 1
     offset = part.start + sum(len(x) + 1 for x in lines[:i])
     if part.first_line is not None:
         lineno = part.first_line + i
@@ -836,7 +858,7 @@ def _uci_raise_at(part: _Part, raw: bytes, entry: int, message: str) -> None:
     raise CorpusError(part.source.path, f"{message}: {lines[i][:60]!r}", line=lineno)
 
 
-def _uci_check_lines(part: _Part, raw: bytes) -> None:
+def _uci_check_lines(part: _PartitionPlan, raw: bytes) -> None:
     k = -1
     for line in raw.split(b"\n"):
         if not line.strip():
@@ -852,7 +874,7 @@ def _uci_check_lines(part: _Part, raw: bytes) -> None:
 # --- HDF5
 
 
-def _read_hdf5_part(part: _Part) -> list[DocChunk]:
+def _read_hdf5_part(part: _PartitionPlan) -> list[DocChunk]:
     import h5py
 
     path = part.source.path
@@ -892,7 +914,7 @@ def _read_hdf5_part(part: _Part) -> list[DocChunk]:
     return chunks
 
 
-def _read_part(part: _Part, tokenizer: Tokenizer) -> list[DocChunk]:
+def _read_part(part: _PartitionPlan, tokenizer: Tokenizer) -> list[DocChunk]:
     fmt = part.source.format
     if fmt == "uci":
         return _read_uci_part(part)
@@ -918,7 +940,8 @@ def _compressed_blocksize(blocksize: int, decompressed: int) -> int:
     (at most ``COMPRESSED_MAX_PARTS`` partitions unless they would exceed 64 MiB each). For
     corpora of many GB, shard the input or convert it to HDF5 (``streamtopic convert``).
     """
-    return int(max(blocksize, min(MAX_COMPRESSED_PARTITION, decompressed // COMPRESSED_MAX_PARTS + 1)))
+    per_part = decompressed // COMPRESSED_MAX_PARTS + 1
+    return int(max(blocksize, min(MAX_COMPRESSED_PARTITION, per_part)))
 
 
 def _gzip_size_estimate(path: str) -> int:
@@ -930,69 +953,89 @@ def _gzip_size_estimate(path: str) -> int:
     return isize if isize >= size else size * 4
 
 
-def _plan_source(src: Source, blocksize: int, options: tuple[tuple[str, Any], ...]) -> list[_Part]:
+def _plan_source(
+    src: Source, blocksize: int, options: tuple[tuple[str, Any], ...]
+) -> list[_PartitionPlan]:
+    """The partitions of one input, each about ``blocksize`` bytes of decompressed content."""
     path = src.path
     kind = _compression(path) if not os.path.isdir(path) else None
     if kind is not None and src.format != "files":
         estimate = _gzip_size_estimate(path) if kind == "gzip" else src.size * 5
         blocksize = _compressed_blocksize(blocksize, estimate)
     if src.format == "uci":
-        D, W, NNZ, start = _uci_header(path)
-        offsets, lines, _ = _line_splits(path, start, blocksize, key=_uci_key)
-        if not lines:
-            lines = [4] + [None] * (len(offsets) - 2)  # type: ignore[list-item]
-        else:
-            pass
-        return [
-            _Part(src, "bytes", a, b, 0, lines[i] if i < len(lines) else None, options)
-            for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:]))
-            if b > a
-        ]
+        start = _uci_header(path)[3]
+        return _plan_byte_ranges(src, start, blocksize, options, _uci_key, first_doc=0,
+                                 first_line=4)
     if src.format in ("text", "jsonl"):
-        offsets, lines, _ = _line_splits(path, 0, blocksize)
-        if not lines:
-            lines = [1] + [None] * (len(offsets) - 2)  # type: ignore[list-item]
-        return [
-            _Part(src, "bytes", a, b, -1, lines[i] if i < len(lines) else None, options)
-            for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:]))
-            if b > a
-        ]
+        return _plan_byte_ranges(src, 0, blocksize, options, None, first_doc=-1, first_line=1)
     if src.format == "files":
-        members = _members(src)
-        if kind is not None:
-            blocksize = _compressed_blocksize(blocksize, sum(m[1] for m in members))
-        parts = []
-        lo, acc = 0, 0
-        for i, (_, size) in enumerate(members):
-            acc += size
-            if acc >= blocksize or i - lo + 1 >= CHUNK_DOCS * 4 or i == len(members) - 1:
-                opts = options
-                if not os.path.isdir(path):
-                    opts = options + (("members", tuple(members[lo : i + 1])),)
-                parts.append(_Part(src, "members", lo, i + 1, lo, None, opts))
-                lo, acc = i + 1, 0
-        return parts
+        return _plan_members(src, blocksize, kind, options)
     if src.format == "hdf5":
-        import h5py
-
-        try:
-            with h5py.File(path, "r") as f:
-                missing = [k for k in ("indptr", "indices", "data", "vocab") if k not in f]
-                if missing:
-                    raise CorpusError(path, f"HDF5 corpus lacks dataset(s) {', '.join(missing)}")
-                n_rows = f["indptr"].shape[0] - 1
-                nnz = int(f["indptr"][-1]) if n_rows >= 0 else 0
-        except OSError as exc:
-            raise CorpusError(path, f"not a readable HDF5 file: {exc}") from exc
-        if n_rows <= 0:
-            return []
-        per_row = max(nnz / n_rows, 1.0)
-        rows = max(1, int(blocksize / 8 / per_row))
-        return [
-            _Part(src, "rows", r, min(r + rows, n_rows), r, None, options)
-            for r in range(0, n_rows, rows)
-        ]
+        return _plan_rows(src, blocksize, options)
     raise ValueError(f"format={src.format!r}: expected one of {', '.join(FORMATS)}")
+
+
+def _plan_byte_ranges(
+    src: Source, start: int, blocksize: int, options: tuple[tuple[str, Any], ...], key: Any,
+    *, first_doc: int, first_line: int,
+) -> list[_PartitionPlan]:
+    """Line-aligned byte ranges of a text or UCI input from ``start`` on (``key``: see
+    :func:`_line_splits`); ``first_line`` is the line number at ``start`` when the split
+    does not count lines."""
+    offsets, lines, _ = _line_splits(src.path, start, blocksize, key=key)
+    first_lines: list[int | None] = list(lines) or [first_line] + [None] * (len(offsets) - 2)
+    return [
+        _PartitionPlan(src, "bytes", a, b, first_doc,
+                       first_lines[i] if i < len(first_lines) else None, options)
+        for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:], strict=True))
+        if b > a
+    ]
+
+
+def _plan_members(
+    src: Source, blocksize: int, kind: str | None, options: tuple[tuple[str, Any], ...]
+) -> list[_PartitionPlan]:
+    """Runs of whole documents of a directory tree or archive (``kind``: its compression)."""
+    members = _members(src)
+    if kind is not None:
+        blocksize = _compressed_blocksize(blocksize, sum(m[1] for m in members))
+    parts = []
+    lo, acc = 0, 0
+    for i, (_, size) in enumerate(members):
+        acc += size
+        if acc >= blocksize or i - lo + 1 >= CHUNK_DOCS * 4 or i == len(members) - 1:
+            opts = options
+            if not os.path.isdir(src.path):
+                opts = options + (("members", tuple(members[lo : i + 1])),)
+            parts.append(_PartitionPlan(src, "members", lo, i + 1, lo, None, opts))
+            lo, acc = i + 1, 0
+    return parts
+
+
+def _plan_rows(
+    src: Source, blocksize: int, options: tuple[tuple[str, Any], ...]
+) -> list[_PartitionPlan]:
+    """Runs of rows of an HDF5 CSR corpus, about ``blocksize`` bytes of entries each."""
+    import h5py
+
+    path = src.path
+    try:
+        with h5py.File(path, "r") as f:
+            missing = [k for k in ("indptr", "indices", "data", "vocab") if k not in f]
+            if missing:
+                raise CorpusError(path, f"HDF5 corpus lacks dataset(s) {', '.join(missing)}")
+            n_rows = f["indptr"].shape[0] - 1
+            nnz = int(f["indptr"][-1]) if n_rows >= 0 else 0
+    except OSError as exc:
+        raise CorpusError(path, f"not a readable HDF5 file: {exc}") from exc
+    if n_rows <= 0:
+        return []
+    per_row = max(nnz / n_rows, 1.0)
+    rows = max(1, int(blocksize / 8 / per_row))
+    return [
+        _PartitionPlan(src, "rows", r, min(r + rows, n_rows), r, None, options)
+        for r in range(0, n_rows, rows)
+    ]
 
 
 def _members(src: Source) -> list[tuple[int, int]]:
@@ -1019,7 +1062,7 @@ class Corpus:
     """
 
     sources: list[Source]
-    parts: list[_Part]
+    parts: list[_PartitionPlan]
     tokenizer: Tokenizer = field(default_factory=Tokenizer)
     #: the bag, read once and persisted (:meth:`cached`), or None
     cache: Any = field(default=None, repr=False, compare=False)
@@ -1066,7 +1109,7 @@ class Corpus:
             yield from _read_part(part, self.tokenizer)
 
 
-def _read_parts(parts: Sequence[_Part], tokenizer: Tokenizer) -> list[DocChunk]:
+def _read_parts(parts: Sequence[_PartitionPlan], tokenizer: Tokenizer) -> list[DocChunk]:
     out: list[DocChunk] = []
     for part in parts:
         out.extend(_read_part(part, tokenizer))
@@ -1144,7 +1187,7 @@ def read_corpus(
         n_parts = w * max(1, round(total / (DEFAULT_BLOCKSIZE * w)))
         blocksize = int(max(MIN_BLOCKSIZE, -(-total // n_parts)))
     options = (("text_field", text_field),)
-    parts: list[_Part] = []
+    parts: list[_PartitionPlan] = []
     for src in sources:
         src_parts = _plan_source(src, blocksize, options)
         parts.extend(src_parts)
@@ -1170,13 +1213,13 @@ class HDF5CorpusWriter:
     ``vocab`` (V,) UTF-8 strings; term ids index ``vocab``. The vocabulary grows as new terms
     arrive unless it is fixed at construction.
 
-    Use as a context manager; the file is written to ``path + '.partial'`` and renamed into
-    place on a clean exit, so an interrupted conversion leaves no corpus behind.
+    Use as a context manager; the file is written aside (a hidden name beside ``path``) and
+    renamed into place on a clean exit, so an interrupted conversion leaves no corpus behind.
     """
 
     def __init__(self, path: str | os.PathLike[str], vocab: Sequence[str] | None = None) -> None:
         self.path = os.fspath(path)
-        self._tmp = self.path + ".partial"
+        self._stack = ExitStack()
         self.terms: list[str] = list(vocab) if vocab is not None else []
         self._index = {t: i for i, t in enumerate(self.terms)}
         self._fixed = vocab is not None
@@ -1187,13 +1230,16 @@ class HDF5CorpusWriter:
     def __enter__(self) -> HDF5CorpusWriter:
         import h5py
 
-        self._f = h5py.File(self._tmp, "w")
-        f = self._f
-        f.create_dataset("indptr", shape=(1,), maxshape=(None,), dtype="i8", chunks=(2**16,))
-        f.create_dataset("indices", shape=(0,), maxshape=(None,), dtype="i4", chunks=(2**18,))
-        f.create_dataset("data", shape=(0,), maxshape=(None,), dtype="i4", chunks=(2**18,))
-        f.attrs["format"] = "streamtopic-csr"
-        f.attrs["version"] = 1
+        with ExitStack() as stack:  # on an error here, closed and removed at once
+            tmp = stack.enter_context(written_aside(self.path))
+            f = self._f = stack.enter_context(h5py.File(tmp, "w"))
+            f.create_dataset("indptr", shape=(1,), maxshape=(None,), dtype="i8", chunks=(2**16,))
+            f.create_dataset("indices", shape=(0,), maxshape=(None,), dtype="i4",
+                             chunks=(2**18,))
+            f.create_dataset("data", shape=(0,), maxshape=(None,), dtype="i4", chunks=(2**18,))
+            f.attrs["format"] = "streamtopic-csr"
+            f.attrs["version"] = 1
+            self._stack = stack.pop_all()  # unwound by __exit__
         return self
 
     def append(self, counts: sp.csr_matrix, terms: Sequence[str]) -> None:
@@ -1227,21 +1273,13 @@ class HDF5CorpusWriter:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         import h5py
 
-        f = self._f
-        try:
-            if exc_type is None:
-                f.create_dataset(
-                    "vocab", data=np.array(self.terms, dtype=object), dtype=h5py.string_dtype()
-                )
-        finally:
-            f.close()
-        if exc_type is None:
-            os.replace(self._tmp, self.path)
-        else:
-            try:
-                os.remove(self._tmp)
-            except OSError:
-                pass
+        # closes the file, then renames it into place, or removes it if anything failed
+        with self._stack:
+            if exc is not None:
+                raise exc
+            self._f.create_dataset(
+                "vocab", data=np.array(self.terms, dtype=object), dtype=h5py.string_dtype()
+            )
 
 
 def _ordered_chunks(corpus: Corpus, progress: bool, label: str) -> Iterator[DocChunk]:
@@ -1363,15 +1401,9 @@ def verify_recorded_inputs(store: Any) -> list[dict[str, Any]]:
     StoreError
         An edited manifest, a missing input, or an input whose content changed.
     """
-    from .store import StoreError, sources_digest
+    from .store import StoreError
 
-    sources = store.sources
-    digest = store._head().get("sources_digest")
-    if digest is not None and digest != sources_digest(store.uid, sources):
-        raise StoreError(
-            f"{store.path}: the manifest of inputs does not match its digest (edited or "
-            "damaged), so its inputs are not read"
-        )
+    sources = store.check_manifest()
     for s in sources:
         path = s["path"]
         vocab_path = s.get("vocab_path")
@@ -1415,7 +1447,8 @@ def read_as_recorded(config: dict[str, Any], entries: Sequence[dict[str, Any]]) 
     parts = [
         read_corpus(s["path"], format=s.get("format", "auto"), vocab=s.get("vocab_path"),
                     tokenizer=tokenizer, strip_headers=bool(s.get("strip_headers", False)),
-                    keep_subject=bool(s.get("keep_subject", False)))
+                    keep_subject=bool(s.get("keep_subject", False)),
+                    text_field=s.get("text_field", "text"))
         for s in entries
     ]
     if not parts:

@@ -35,6 +35,8 @@ import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
 from scipy.special import rel_entr
 
+from ._numeric import safe_inverse
+
 if TYPE_CHECKING:  # pragma: no cover
     from .corpus import DocChunk
 
@@ -420,12 +422,7 @@ def _row_blocks(n_rows: int, width: int) -> list[tuple[int, int]]:
 
 def _inverse_sums(s: Any) -> Any:
     """1/s where s > 0, else 0 (numpy or dask)."""
-    if _is_dask(s):
-        import dask.array as da
-
-        return da.where(s > 0, 1.0 / da.where(s > 0, s, 1.0), 0.0)
-    s = np.asarray(s, dtype=np.float64)
-    return np.where(s > 0, 1.0 / np.where(s > 0, s, 1.0), 0.0)
+    return safe_inverse(s if _is_dask(s) else np.asarray(s, dtype=np.float64))
 
 
 def _check_2d(name: str, x: Any) -> None:
@@ -433,7 +430,7 @@ def _check_2d(name: str, x: Any) -> None:
         raise ValueError(f"{name} must be 2-D, got shape {tuple(x.shape)}")
 
 
-# ----------------------------------------------------------------------------- rectified anchor words
+# ---------------------------------------------------------------------- rectified anchor words
 
 
 def recovery_error(
@@ -480,55 +477,77 @@ def recovery_error(
     coef = np.asarray(coef, dtype=np.float64)
     if coef.ndim != 2 or coef.shape[0] != n:
         raise ValueError(f"coef must have shape ({n}, K), got {coef.shape}")
-    K = coef.shape[1]
+    anchors_arr, given_rows = _check_anchor_rows(anchors, n, V, coef.shape[1])
+    if n == 0:
+        raise ValueError("C has no rows")
+    if _is_dask(C):
+        return _recovery_error_dask(C, anchors_arr, given_rows, coef, normalize, progress)
+    return _recovery_error_numpy(np.asarray(C), anchors_arr, given_rows, coef, normalize)
+
+
+def _check_anchor_rows(anchors: Any, n: int, V: int, K: int) -> tuple[Any, bool]:
+    """``anchors`` as an array, and whether it holds the anchor rows (K×V) rather than the
+    anchor word ids (K,)."""
     anchors_arr = anchors if _is_dask(anchors) else np.asarray(anchors)
     given_rows = anchors_arr.ndim == 2
     if given_rows:
         if anchors_arr.shape != (K, V):
             raise ValueError(f"anchor rows must have shape ({K}, {V}), got {anchors_arr.shape}")
-    else:
-        anchors_arr = anchors_arr.astype(np.int64).ravel()
-        if anchors_arr.size != K:
-            raise ValueError(f"{anchors_arr.size} anchors but coef has {K} columns")
-        if K and (anchors_arr.min() < 0 or anchors_arr.max() >= n):
-            raise ValueError(f"anchor ids must lie in 0..{n - 1}")
-    if n == 0:
-        raise ValueError("C has no rows")
+        return anchors_arr, True
+    anchors_arr = anchors_arr.astype(np.int64).ravel()
+    if anchors_arr.size != K:
+        raise ValueError(f"{anchors_arr.size} anchors but coef has {K} columns")
+    if K and (anchors_arr.min() < 0 or anchors_arr.max() >= n):
+        raise ValueError(f"anchor ids must lie in 0..{n - 1}")
+    return anchors_arr, False
 
-    if _is_dask(C):
-        import dask.array as da
 
-        from .cluster import compute
+def _rows_normalised(X: Any) -> Any:
+    """X with each row divided by its sum (rows summing to 0 stay 0; numpy or dask)."""
+    return X * _inverse_sums(X.sum(axis=1))[:, None]
 
-        Cf = C.astype(np.float64)
-        Cbar = Cf * _inverse_sums(Cf.sum(axis=1))[:, None] if normalize else Cf
-        if given_rows:
-            S = da.asarray(anchors_arr).astype(np.float64)
-            if normalize:
-                S = S * _inverse_sums(S.sum(axis=1))[:, None]
-        else:
-            S = Cbar[anchors_arr]
-        S = S.rechunk((K, C.chunks[1]))
-        coef_d = da.from_array(coef, chunks=(C.chunks[0], K))
-        R = Cbar - coef_d @ S
-        (total,) = compute(da.sqrt((R * R).sum(axis=1)).sum(), progress=progress,
-                           label="recovery error")
-        return float(total) / n
 
-    C = np.asarray(C)
+def _recovery_error_dask(
+    C: Any, anchors: Any, given_rows: bool, coef: np.ndarray, normalize: bool, progress: bool
+) -> float:
+    """:func:`recovery_error` of a dask array, in one pass over its blocks."""
+    import dask.array as da
+
+    from .cluster import compute
+
+    K = coef.shape[1]
+    Cf = C.astype(np.float64)
+    Cbar = _rows_normalised(Cf) if normalize else Cf
     if given_rows:
-        S = np.asarray(anchors_arr, dtype=np.float64)
+        S = da.asarray(anchors).astype(np.float64)
         if normalize:
-            S = S * _inverse_sums(S.sum(axis=1))[:, None]
+            S = _rows_normalised(S)
     else:
-        S = np.asarray(C[anchors_arr], dtype=np.float64)
-        if normalize:
-            S = S * _inverse_sums(S.sum(axis=1))[:, None]
+        S = Cbar[anchors]
+    S = S.rechunk((K, C.chunks[1]))
+    coef_d = da.from_array(coef, chunks=(C.chunks[0], K))
+    R = Cbar - coef_d @ S
+    (total,) = compute(da.sqrt((R * R).sum(axis=1)).sum(), progress=progress,
+                       label="recovery error")
+    return float(total) / C.shape[0]
+
+
+def _recovery_error_numpy(
+    C: Any, anchors: Any, given_rows: bool, coef: np.ndarray, normalize: bool
+) -> float:
+    """:func:`recovery_error` of an in-memory array, by blocks of rows."""
+    n, V = C.shape
+    if given_rows:
+        S = np.asarray(anchors, dtype=np.float64)
+    else:
+        S = np.asarray(C[anchors], dtype=np.float64)
+    if normalize:
+        S = _rows_normalised(S)
     total = 0.0
     for r0, r1 in _row_blocks(n, V):
         rows = np.asarray(C[r0:r1], dtype=np.float64)
         if normalize:
-            rows = rows * _inverse_sums(rows.sum(axis=1))[:, None]
+            rows = _rows_normalised(rows)
         R = rows - coef[r0:r1] @ S
         total += float(np.sqrt(np.einsum("ij,ij->i", R, R)).sum())
     return total / n

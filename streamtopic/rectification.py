@@ -76,21 +76,26 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
+from numbers import Integral
 from typing import Any
 
 import numpy as np
 
+from ._io import written_aside
 from ._locking import FileLock, is_locked, owner_record
+from ._params import Constraint, Interval, Options, check_param, validated
 from ._scratch import collect as _collect_debris
 from ._scratch import disk_bytes as _disk_bytes
 from ._scratch import hold as _hold
 from ._scratch import owned_dir as _owned_dir
 from ._scratch import owner_of as _owner_of
 from ._scratch import release_owner as _release_owner
+from .passes import PassGraph, scratch_array, upper_blocks
+from .store import checksum_codecs
 
 __all__ = [
     "RECTIFY_METHODS", "RectifyResult", "cache_bytes", "cache_entries", "clear_cache", "rectify",
@@ -288,6 +293,7 @@ def _product_block(
         if PI is not None:
             PI[rows] = B @ XJ
             if PJ is not None:
+                assert XI is not None
                 PJ += B.T @ XI[rows]
         if "sum" in want:
             st[_SUM] += w * float(B.sum())
@@ -304,15 +310,17 @@ def _product_block(
     return PI, PJ, st
 
 
-def _reduce_row(I: int, V: int, c: int, ypath: str, which: Sequence[int], *parts: Any) -> np.ndarray:
-    """Sum the contributions to rows I of ``C @ X``, write them to the scratch array ``ypath``
-    (this task is the only writer of that chunk) and return the stats of the blocks owned by
-    row I (those with J ≥ I)."""
+def _reduce_row(
+    I: int, V: int, c: int, ypath: str, which: Sequence[int], *parts: Any
+) -> np.ndarray:
+    """Sum the contributions to rows I of ``C @ X``, ``parts[k][which[k]]``, write them to the
+    scratch array ``ypath`` (this task is the only writer of that chunk) and return the
+    stats of the blocks owned by row I (those with J ≥ I, side 0)."""
     import zarr
 
     Y = None
     st = _new_stats()
-    for k, part in zip(which, parts):
+    for k, part in zip(which, parts, strict=True):
         blk = part[k]
         if Y is None:
             Y = np.array(blk, dtype=np.float64)
@@ -320,6 +328,7 @@ def _reduce_row(I: int, V: int, c: int, ypath: str, which: Sequence[int], *parts
             Y += blk
         if k == 0:
             st = _combine(st, part[2])
+    assert Y is not None  # (every row block receives a share)
     zarr.open_array(ypath, mode="r+")[_slice(I, c, V)] = Y
     return st
 
@@ -446,7 +455,7 @@ class _DenseEngine:
         self.label = label
 
     def _blocks(self) -> list[tuple[int, int]]:
-        return [(I, J) for I in range(self.nb) for J in range(I, self.nb)]
+        return upper_blocks(self.nb)
 
     def products(
         self, cur: tuple, prev: tuple | None, X: np.ndarray | None, want: tuple[str, ...],
@@ -459,8 +468,8 @@ class _DenseEngine:
         ))
         self.passes += 1
         Y = None if X is None else np.zeros((V, X.shape[1]))
-        for (I, J), (PI, PJ, _) in zip(jobs, res):
-            if Y is not None:
+        for (I, J), (PI, PJ, _) in zip(jobs, res, strict=True):
+            if Y is not None and PI is not None:
                 Y[_slice(I, c, V)] += PI
                 if PJ is not None:
                     Y[_slice(J, c, V)] += PJ
@@ -509,7 +518,8 @@ class _DenseEngine:
 
 class _DaskEngine:
     """Passes over the input Q (a Dask array) and implicit or scratch matrices, as Dask
-    graphs with one task per block of the upper triangle."""
+    graphs (:class:`~streamtopic.passes.PassGraph`) with one task per block of the upper
+    triangle; a task of a pass that reads the input receives its block of Q."""
 
     in_memory = False
 
@@ -534,26 +544,18 @@ class _DaskEngine:
 
     def save(self, stem: str, arr: np.ndarray) -> str:
         """Write a V×k array to a new scratch zarr array (chunks of c rows); its path."""
-        import zarr
-
         path = self._name(stem)
-        a = zarr.create_array(
-            store=path, shape=arr.shape, chunks=(self.c, arr.shape[1]), dtype="f8",
-            compressors=None, fill_value=0.0,
-        )
-        a[:] = arr
+        scratch_array(path, arr.shape, (self.c, arr.shape[1]), data=arr)
         return path
 
     def _empty(self, stem: str, width: int | None) -> str:
-        import zarr
-
+        """A new scratch zarr array, V×V (``width`` None) or V×width, chunked by row blocks
+        (and column blocks); its path."""
         path = self._name(stem)
-        if width is None:  # V×V
-            zarr.create_array(store=path, shape=(self.V, self.V), chunks=(self.c, self.c),
-                              dtype="f8", compressors=None, fill_value=0.0)
+        if width is None:
+            scratch_array(path, (self.V, self.V), (self.c, self.c))
         else:
-            zarr.create_array(store=path, shape=(self.V, width), chunks=(self.c, width),
-                              dtype="f8", compressors=None, fill_value=0.0)
+            scratch_array(path, (self.V, width), (self.c, width))
         return path
 
     @staticmethod
@@ -571,23 +573,32 @@ class _DaskEngine:
 
     # ------------------------------------------------------------------ graphs
 
-    def _blocks(self, fn: Callable[..., Any], srcs: Sequence[tuple | None], *args: Any) -> dict:
-        from dask import delayed
-
+    def _blocks(
+        self, fn: Callable[..., Any], srcs: Sequence[tuple | None], *args: Any
+    ) -> tuple[PassGraph, Any]:
+        """A new pass: a task per block (I, J), I ≤ J, running
+        ``fn(block, I, J, V, c, *args)``, where ``block`` is block (I, J) of the input Q
+        when one of the sources ``srcs`` is the input, else None."""
+        g = PassGraph(self.nb)
         needs_q = any(s is not None and s[0] == "input" for s in srcs)
-        if needs_q and self._qblocks is None:
-            self._qblocks = self.Q.to_delayed()
-        tasks = {}
-        for I in range(self.nb):
-            for J in range(I, self.nb):
-                qb = self._qblocks[I, J] if needs_q else None
-                tasks[I, J] = delayed(fn, pure=False)(qb, I, J, self.V, self.c, *args)
-        return tasks
+        deps: list[Any] = []
+        if needs_q:
+            if self._qblocks is None:
+                self._qblocks = self.Q.to_delayed()
+            deps = [self._qblocks.flat[0]]  # (they share one graph)
+        qblocks, V, c = self._qblocks, self.V, self.c
 
-    def _run(self, obj: Any, label: str) -> Any:
+        def task_args(I: int, J: int) -> tuple:
+            return (qblocks[I, J].key if needs_q else None, I, J, V, c, *args)
+
+        return g, g.blocks("st-rectify-parts", fn, task_args, deps)
+
+    def _run(self, g: PassGraph, layer: Any, label: str) -> list[Any]:
+        """Compute a pass: the results of the tasks of ``layer``, in order."""
         from .cluster import compute
 
-        (res,) = compute(obj, progress=self.progress, label=f"{self.label}: {label}")
+        (res,) = compute(g.result(g.total("st-rectify", _collect, layer)),
+                         progress=self.progress, label=f"{self.label}: {label}")
         self.passes += 1
         return res
 
@@ -596,54 +607,36 @@ class _DaskEngine:
         label: str = "",
     ) -> tuple[np.ndarray | None, np.ndarray]:
         import zarr
-        from dask import delayed
 
         xpath = None if X is None else self.save("X", X)
-        tasks = self._blocks(_product_block, (cur, prev), cur, prev, xpath, want)
+        g, parts = self._blocks(_product_block, (cur, prev), cur, prev, xpath, want)
         if X is None:
-            stats = self._run(delayed(_collect, pure=False)(*tasks.values()), label or "stats")
+            stats = self._run(g, parts, label or "stats")
             return None, _combine_all([t[2] for t in stats])
-        m = X.shape[1]
-        ypath = self._empty("Y", m)
-        rows = []
-        for I in range(self.nb):
-            which, parts = [], []
-            for J in range(self.nb):
-                if J >= I:
-                    which.append(0)
-                    parts.append(tasks[I, J])
-                else:
-                    which.append(1)
-                    parts.append(tasks[J, I])
-            rows.append(delayed(_reduce_row, pure=False)(I, self.V, self.c, ypath, which,
-                                                         *parts))
-        stats = self._run(delayed(_collect, pure=False)(*rows), label or "products")
+        ypath = self._empty("Y", X.shape[1])
+        # the shares of rows I in the order of Q's column blocks, as they were always summed
+        rows = g.row_sums("st-rectify-rows", parts, _reduce_row,
+                          lambda I: (I, self.V, self.c, ypath), column_order=True)
+        stats = self._run(g, rows, label or "products")
         Y = np.asarray(zarr.open_array(ypath, mode="r")[:])
         self.drop(xpath)
         self.drop(ypath)
         return Y, _combine_all(stats)
 
     def write(self, cur: tuple, scale: float, path: str, label: str) -> None:
-        from dask import delayed
-
-        tasks = self._blocks(_write_block, (cur,), cur, float(scale), path)
-        self._run(delayed(_collect, pure=False)(*tasks.values()), label)
+        self._run(*self._blocks(_write_block, (cur,), cur, float(scale), path), label)
 
     def dr_hist(
         self, z: tuple, G: str, lo: float, width: float, gather: int, label: str
     ) -> list[Any]:
-        from dask import delayed
-
-        tasks = self._blocks(_dr_hist_block, (z,), z, G, lo, width, HIST_BINS, gather)
-        return self._run(delayed(_collect, pure=False)(*tasks.values()), label)
+        return self._run(*self._blocks(_dr_hist_block, (z,), z, G, lo, width, HIST_BINS,
+                                       gather), label)
 
     def dr_update(
         self, z: tuple, G: str, tau: float, path: str, final: bool, scale: float, label: str
     ) -> np.ndarray:
-        from dask import delayed
-
-        tasks = self._blocks(_dr_update_block, (z,), z, G, tau, path, final, scale)
-        stats = self._run(delayed(_collect, pure=False)(*tasks.values()), label)
+        stats = self._run(*self._blocks(_dr_update_block, (z,), z, G, tau, path, final,
+                                        scale), label)
         return _combine_all(stats)
 
 
@@ -806,7 +799,10 @@ def _ap(engine: Any, K: int, n_iter: int, rng: np.random.Generator, run: _Run) -
             return Y
 
         last = t == n_iter
-        theta, U, _, ok = eig.solve(apply, lambda: _ap_tol(run.movement, last))
+        def tol(last: bool = last) -> float:
+            return _ap_tol(run.movement, last)
+
+        theta, U, _, ok = eig.solve(apply, tol)
         G, lam = _factor(theta, U)
         run.eigenvalues = lam
         total = float(np.square(G.sum(axis=0)).sum())  # Σ G Gᵀ = ‖Gᵀ1‖²
@@ -916,14 +912,7 @@ def _dr_dense(engine: _DenseEngine, K: int, n_iter: int, rng: np.random.Generato
     zsrc = ("dense", z)
     for k in range(n_iter):
         t0, p0 = time.perf_counter(), engine.passes
-
-        def apply(X: np.ndarray, step: int, k: int = k) -> np.ndarray:
-            Y, _ = engine.products(zsrc, None, X, (), f"iteration {k + 1}, pass {step + 1}")
-            return Y
-
-        theta, U, _, ok = eig.solve(apply)
-        G, lam = _factor(theta, U)
-        run.eigenvalues = lam
+        G, ok = _dr_factor(eig, _z_products(engine, zsrc, k), run)
         engine.materialize(engine.lowrank(G, 0.0, clip=False), None, a)  # L
         zz = engine.rows_map(partial(_dr_rows_in, a, b, z))
         tau = _simplex_tau_dense(b)
@@ -933,6 +922,34 @@ def _dr_dense(engine: _DenseEngine, K: int, n_iter: int, rng: np.random.Generato
         norm = math.sqrt(sum(zz))
         run.moved(k + 1, math.sqrt(sum(dd)) / norm if norm > 0 else 0.0)
     return b
+
+
+def _z_products(engine: Any, z: tuple, k: int,
+                stats: dict[str, float] | None = None) -> Callable[[np.ndarray, int], np.ndarray]:
+    """The product X ↦ z X (V×m) of Douglas–Rachford's iteration ``k``, for the eigensolver;
+    with ``stats``, its first pass of the first iteration also records Σ and min of z₀ = Q
+    (the threshold's bracket)."""
+
+    def apply(X: np.ndarray, step: int) -> np.ndarray:
+        if stats is not None and step == 0 and k == 0:
+            Y, st = engine.products(z, None, X, ("sum", "minmax"), "iteration 1, pass 1")
+            stats["sum"], stats["min"] = float(st[_SUM]), float(st[_MIN])
+        else:
+            Y, _ = engine.products(z, None, X, (), f"iteration {k + 1}, pass {step + 1}")
+        assert Y is not None
+        return Y
+
+    return apply
+
+
+def _dr_factor(eig: _Eigensolver, apply: Callable[[np.ndarray, int], np.ndarray],
+               run: _Run) -> tuple[np.ndarray, bool]:
+    """The rank-K PSD part of z as G (V×K, z ≈ G Gᵀ), and whether its eigensolver
+    converged; the eigenvalues go to ``run``."""
+    theta, U, _, ok = eig.solve(apply)
+    G, lam = _factor(theta, U)
+    run.eigenvalues = lam
+    return G, ok
 
 
 def _dr_rows_in(L: np.ndarray, out: np.ndarray, z: np.ndarray, r: slice) -> float:
@@ -965,17 +982,7 @@ def _dr_ooc(engine: _DaskEngine, K: int, n_iter: int, rng: np.random.Generator, 
     for k in range(n_iter):
         t0, p0 = time.perf_counter(), engine.passes
 
-        def apply(X: np.ndarray, step: int, k: int = k, z: tuple = z) -> np.ndarray:
-            if step == 0 and k == 0:  # Σ and min of z₀ = Q, for the threshold's bracket
-                Y, st = engine.products(z, None, X, ("sum", "minmax"), "iteration 1, pass 1")
-                zstats["sum"], zstats["min"] = float(st[_SUM]), float(st[_MIN])
-                return Y
-            Y, _ = engine.products(z, None, X, (), f"iteration {k + 1}, pass {step + 1}")
-            return Y
-
-        theta, U, _, ok = eig.solve(apply)
-        G, lam = _factor(theta, U)
-        run.eigenvalues = lam
+        G, ok = _dr_factor(eig, _z_products(engine, z, k, zstats), run)
         gsrc = engine.lowrank(G, 0.0, clip=False)
         gpath = gsrc[1]
         # a bracket of τ: f(τ) ≥ Σ(Y − τ) gives τ ≥ (ΣY − 1)/V²; τ ≤ max Y ≤ 2 max‖G_i‖² − min z
@@ -1043,22 +1050,28 @@ def _owned_partial(out: str) -> tuple[str, FileLock]:
 
 
 
-def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name}={value!r}: must be an integer")  # noqa: TRY004
-    v = int(value)
-    if v < low or (high is not None and v >= high):
-        bound = f">= {low}" + (f" and < {high}" if high is not None else "")
-        raise ValueError(f"{name}={value!r}: must be {bound}")
-    return v
-
-
 def _is_zarr_array(path: str) -> bool:
     try:
         with open(os.path.join(path, "zarr.json")) as fh:
             return json.load(fh).get("node_type") == "array"
     except (OSError, ValueError, AttributeError):
         return False
+
+
+def _chunk_files(path: str) -> int:
+    """Chunk files of the zarr array at ``path``."""
+    return sum(len(files) for _, _, files in os.walk(os.path.join(path, "c")))
+
+
+def _is_complete(path: str) -> bool:
+    """Whether the rectified array at ``path`` still holds every chunk it was written with
+    (a lost chunk would read as zeros; a corrupted one fails its checksum when read)."""
+    try:
+        with open(os.path.join(path, "zarr.json")) as fh:
+            meta = json.load(fh)["attributes"]["streamtopic_rectified"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return meta.get("chunks_stored") == _chunk_files(path)
 
 
 def _store_data(path: str) -> bool:
@@ -1108,6 +1121,133 @@ def _as_input(Q: Any) -> tuple[Any, bool, int]:
     return Q, True, c
 
 
+#: The constraints of :func:`rectify`'s parameters (:mod:`streamtopic._params`);
+#: ``n_topics < V`` is checked once V is known.
+_PARAMS: dict[str, list[Constraint]] = {
+    "n_topics": [Interval(Integral, 1, None)],
+    "out": ["path"],
+    "method": [Options(*RECTIFY_METHODS)],
+    "n_iter": [Interval(Integral, 0, None)],
+    "memory_budget": [Interval(Integral, 1, None)],
+    "in_memory": ["boolean", None],
+    "scratch": ["path", None],
+    "progress": ["boolean"],
+    "keep_array": ["boolean"],
+}
+
+
+def _check_rank(n_topics: int, V: int) -> int:
+    """K, checked to be below V (a rank-V projection changes nothing)."""
+    check_param("n_topics", n_topics, [Interval(Integral, 1, V, closed="left")])
+    return int(n_topics)
+
+
+@dataclass
+class _Source:
+    """The matrix :func:`rectify` reads: ``Q`` (V×V, a dask array with square regular chunks
+    or an ndarray), the store it is the Q of (None: an array), and the chunk size."""
+
+    Q: Any
+    store: Any
+    is_dask: bool
+    chunk: int
+
+    @classmethod
+    def of(cls, Q: Any) -> _Source:
+        from .store import CooccurrenceStore
+
+        store = Q if isinstance(Q, CooccurrenceStore) else None
+        arr, is_dask, chunk = _as_input(store.Q if store is not None else Q)
+        return cls(arr, store, is_dask, chunk)
+
+    @property
+    def V(self) -> int:
+        return int(self.Q.shape[0])
+
+
+def _target(out: str | os.PathLike[str]) -> str:
+    """``out`` as an absolute path, refused when it is anything but a zarr array, or part of
+    a store's own data."""
+    out = os.path.abspath(os.fspath(out))
+    if os.path.exists(out) and not _is_zarr_array(out):
+        raise ValueError(f"out={out}: exists and is not a zarr array; not overwritten")
+    if _store_data(out):
+        raise ValueError(f"out={out}: is part of a co-occurrence store's data; not overwritten")
+    return out
+
+
+def _scratch_dir(scratch: str | os.PathLike[str] | None) -> str | None:
+    """``scratch`` as an absolute path (None stays None), refused when it is a file."""
+    if scratch is None:
+        return None
+    path = os.path.abspath(os.fspath(scratch))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"scratch={path}: is not a directory")
+    return path
+
+
+def _rng(seed: Any) -> np.random.Generator:
+    try:
+        return np.random.default_rng(seed)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"seed={seed!r}: not a valid seed ({exc})") from None
+
+
+def _chooses_in_memory(in_memory: bool | None, method: str, V: int, memory_budget: int) -> bool:
+    """``in_memory`` when given, else whether the in-memory path's dense copies fit
+    ``memory_budget`` and no distributed client runs the work."""
+    if in_memory is not None:
+        return bool(in_memory)
+    from .cluster import current_client
+
+    copies = DENSE_COPIES if method == "dr" else AP_DENSE_COPIES
+    return current_client() is None and copies * 8 * V * V <= memory_budget
+
+
+@contextlib.contextmanager
+def _partial(out: str) -> Iterator[str]:
+    """A partial array path beside ``out`` (``out.partial-XXXXXXXX``), owned by this process
+    through its lock file while the block runs (the partials of dead processes are removed
+    first); renamed to ``out`` when the block succeeds, removed when it fails."""
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    _collect_partials(out)
+    tmp, owner = _owned_partial(out)
+    try:
+        with written_aside(out, tmp=tmp):
+            yield tmp
+    finally:
+        _release_owner(owner)
+
+
+def _rectify_into(tmp: str, src: _Source, K: int, method: str, n_iter: int,
+                  rng: np.random.Generator, run: _Run, in_memory: bool, scratch: str | None,
+                  progress: bool) -> np.ndarray | None:
+    """Rectify ``src`` into the new zarr array ``tmp`` (V×V, chunks as Q's), in memory or
+    out of core; returns the result when it was computed in memory."""
+    import zarr
+
+    V, chunk = src.V, src.chunk
+    zarr.create_array(store=tmp, shape=(V, V), chunks=(chunk, chunk), dtype="f8",
+                      fill_value=0.0, compressors=checksum_codecs())
+    if in_memory and src.store is not None:  # the store's blocks decoded straight into place
+        return _run_in_memory(src.store.read_dense(), False, K, method, n_iter, rng, run, tmp,
+                              progress)
+    if in_memory:
+        return _run_in_memory(src.Q, src.is_dask, K, method, n_iter, rng, run, tmp, progress)
+    base = scratch or os.path.dirname(tmp)
+    _collect_debris(base, lambda n: re.fullmatch(_WORK_RE, n) is not None)
+    with _owned_dir(base, WORK_PREFIX) as workdir:
+        Q = src.Q
+        if not src.is_dask:
+            import dask.array as da
+
+            Q = da.from_array(np.asarray(Q, dtype=np.float64), chunks=(chunk, chunk))
+        engine = _DaskEngine(Q, workdir, progress, f"rectify {method}")
+        _run_out_of_core(engine, K, method, n_iter, rng, run, tmp)
+    return None
+
+
+@validated(_PARAMS)
 def rectify(
     Q: Any,
     n_topics: int,
@@ -1177,88 +1317,26 @@ def rectify(
         normalised.
     """
     t_start = time.perf_counter()
-    if method not in RECTIFY_METHODS:
-        raise ValueError(f"method={method!r}: expected one of {', '.join(RECTIFY_METHODS)}")
-    n_iter = _check_int("n_iter", n_iter, 0)
-    from .cluster import current_client
-    from .store import CooccurrenceStore
-
-    store = Q if isinstance(Q, CooccurrenceStore) else None
-    Q, is_dask, chunk = _as_input(store.Q if store is not None else Q)
-    V = int(Q.shape[0])
-    K = _check_int("n_topics", n_topics, 1, V)
-    memory_budget = _check_int("memory_budget", memory_budget, 1)
-    if in_memory is not None and not isinstance(in_memory, (bool, np.bool_)):
-        raise ValueError(f"in_memory={in_memory!r}: must be True, False or None")
-    if not isinstance(out, (str, os.PathLike)):
-        raise ValueError(f"out={out!r}: must be a path")  # noqa: TRY004
-    out = os.path.abspath(os.fspath(out))
-    if os.path.exists(out) and not _is_zarr_array(out):
-        raise ValueError(f"out={out}: exists and is not a zarr array; not overwritten")
-    if _store_data(out):
-        raise ValueError(f"out={out}: is part of a co-occurrence store's data; not overwritten")
-    if scratch is not None:
-        if not isinstance(scratch, (str, os.PathLike)):
-            raise ValueError(f"scratch={scratch!r}: must be a directory path")
-        scratch = os.path.abspath(os.fspath(scratch))
-        if os.path.exists(scratch) and not os.path.isdir(scratch):
-            raise ValueError(f"scratch={scratch}: is not a directory")
-    try:
-        rng = np.random.default_rng(seed)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"seed={seed!r}: not a valid seed ({exc})") from None
-    if in_memory is None:
-        copies = DENSE_COPIES if method == "dr" else AP_DENSE_COPIES
-        in_memory = current_client() is None and copies * 8 * V * V <= memory_budget
-    in_memory = bool(in_memory)
-    if method == "none":
-        n_iter = 0
+    src = _Source.of(Q)
+    K = _check_rank(n_topics, src.V)
+    out, scratch = _target(out), _scratch_dir(scratch)
+    rng = _rng(seed)
+    in_memory = _chooses_in_memory(in_memory, method, src.V, memory_budget)
+    n_iter = 0 if method == "none" else int(n_iter)
     where = "in memory" if in_memory else "out of core"
-
-    parent = os.path.dirname(out)
-    os.makedirs(parent, exist_ok=True)
-    _collect_partials(out)
-    tmp, owner = _owned_partial(out)
     run = _Run(method, n_iter, where)
-    work = contextlib.ExitStack()
-    dense = None
-    try:
-        import zarr
+    import zarr
 
-        arr = zarr.create_array(store=tmp, shape=(V, V), chunks=(chunk, chunk), dtype="f8",
-                                fill_value=0.0, compressors=None)
-        del arr
-        if in_memory and store is not None:  # the store's blocks decoded straight into place
-            dense = _run_in_memory(store.read_dense(), False, K, method, n_iter, rng, run, tmp,
-                                   progress)
-        elif in_memory:
-            dense = _run_in_memory(Q, is_dask, K, method, n_iter, rng, run, tmp, progress)
-        else:
-            base = scratch or parent
-            _collect_debris(base, lambda n: re.fullmatch(_WORK_RE, n) is not None)
-            workdir = work.enter_context(_owned_dir(base, WORK_PREFIX))
-            if not is_dask:
-                import dask.array as da
-
-                Q = da.from_array(np.asarray(Q, dtype=np.float64), chunks=(chunk, chunk))
-            engine = _DaskEngine(Q, workdir, progress, f"rectify {method}")
-            _run_out_of_core(engine, K, method, n_iter, rng, run, tmp)
+    with _partial(out) as tmp:
+        dense = _rectify_into(tmp, src, K, method, n_iter, rng, run, in_memory, scratch,
+                              progress)
         meta = {
-            "method": method, "n_iter": n_iter, "n_topics": K, "V": V, "seed": _seed_attr(seed),
-            "movement": run.movement, "eigenvalues": [float(x) for x in run.eigenvalues],
-            "in_memory": in_memory,
+            "method": method, "n_iter": n_iter, "n_topics": K, "V": src.V,
+            "seed": _seed_attr(seed), "movement": run.movement,
+            "eigenvalues": [float(x) for x in run.eigenvalues], "in_memory": in_memory,
+            "chunks_stored": _chunk_files(tmp),
         }
         zarr.open_array(tmp, mode="r+").attrs["streamtopic_rectified"] = meta
-        if os.path.isdir(out):
-            shutil.rmtree(out)
-        elif os.path.exists(out):  # pragma: no cover - refused above
-            os.remove(out)
-        os.rename(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
-        _release_owner(owner)
-        work.close()
     total = time.perf_counter() - t_start
     log.info("rectify %s (%s): %d iterations, %.2f s in all", method, where, n_iter, total)
     return RectifyResult(
@@ -1273,6 +1351,7 @@ def _seed_attr(seed: Any) -> Any:
     return int(seed) if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) else None
 
 
+@validated({name: _PARAMS[name] for name in ("n_topics", "method", "n_iter")})
 def rectify_in_memory(
     Q: np.ndarray, n_topics: int, *, method: str = "ap", n_iter: int = 15, seed: Any = 0,
 ) -> RectifyResult:
@@ -1291,11 +1370,9 @@ def rectify_in_memory(
     seed : int, Generator or None
     """
     t_start = time.perf_counter()
-    if method not in RECTIFY_METHODS:
-        raise ValueError(f"method={method!r}: expected one of {', '.join(RECTIFY_METHODS)}")
     Q, _, _ = _as_input(Q)
-    K = _check_int("n_topics", n_topics, 1, int(Q.shape[0]))
-    n_iter = 0 if method == "none" else _check_int("n_iter", n_iter, 0)
+    K = _check_rank(n_topics, int(Q.shape[0]))
+    n_iter = 0 if method == "none" else int(n_iter)
     run = _Run(method, n_iter, "in memory")
     dense = _run_in_memory(Q, False, K, method, n_iter, np.random.default_rng(seed), run, None,
                            False)
@@ -1352,8 +1429,8 @@ def _run_in_memory(Q: Any, is_dask: bool, K: int, method: str, n_iter: int,
             return res
         # one writer per chunk, chunks written in parallel (no two tasks share a chunk)
         arr = zarr.open_array(tmp, mode="r+")
-        c = arr.chunks[0]
-        V = res.shape[0]
+        c = int(tuple(arr.chunks)[0])
+        V = len(res)
         chunks = [(_slice(i, c, V), _slice(j, c, V))
                   for i in range(-(-V // c)) for j in range(-(-V // c))]
         list(pool.map(lambda rq: arr.__setitem__(rq, res[rq]), chunks))
@@ -1567,18 +1644,8 @@ def _trim(root: str, version: int, limit: int, keep: set[str], reserve: int = 0)
 
 
 def clear_cache(store_path: str | os.PathLike[str]) -> int:
-    """Remove a store's cached rectified arrays, except those live fits are using or
-    writing, and the debris of dead fits.
-
-    Parameters
-    ----------
-    store_path : path
-        The co-occurrence store.
-
-    Returns
-    -------
-    int
-        Bytes freed.
+    """Remove the cached rectified arrays of the store at ``store_path``, except those live
+    fits are using or writing, and the debris of dead fits; returns the bytes freed.
 
     Raises
     ------
@@ -1637,7 +1704,7 @@ def open_cache_entry(store_path: str, key: str, *, version: int, limit: int,
     entry = None
     if _is_zarr_array(path):
         lock = _hold(lpath, shared=True)
-        if lock is not None and _is_zarr_array(path):  # not removed before we held it
+        if lock is not None and _is_complete(path):  # not removed before we held it
             entry = CacheEntry(path, True, lock)
         elif lock is not None:
             lock.release()
@@ -1645,7 +1712,9 @@ def open_cache_entry(store_path: str, key: str, *, version: int, limit: int,
         lock = _hold(lpath, record=owner_record())
         if lock is None:
             return None
-        entry = CacheEntry(path, _is_zarr_array(path), lock)  # written meanwhile: reused
+        if _is_zarr_array(path) and not _is_complete(path):  # lost chunks: write it anew
+            shutil.rmtree(path, ignore_errors=True)
+        entry = CacheEntry(path, _is_complete(path), lock)  # written meanwhile: reused
     try:
         os.utime(lpath)  # the entry's last use
     except OSError:

@@ -36,8 +36,9 @@ is the corpus and there is no extra pass.
 
 The documents' topic counts N_d stay on the workers as persisted Dask data from one pass to
 the next; the topics reach them through a ``.npy`` file in the scratch directory
-(memory-mapped, read once per process), never through the scheduler. The partitions' K×V counts are summed by a tree reduction in a
-fixed order, so the result is the same bit for bit on every run of the threaded scheduler.
+(memory-mapped, read once per process), never through the scheduler. The partitions' K×V
+counts are summed by a tree reduction in a fixed order, so the result is the same bit for bit
+on every run of the threaded scheduler.
 The inner loops are compiled (:mod:`streamtopic._kernels`) and run on the documents'
 non-zeros only.
 """
@@ -47,13 +48,16 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-import uuid
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import lru_cache
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
+
+from ._io import written_aside
+from ._params import Constraint, Interval, validated
 
 __all__ = ["RefineResult", "refine_topics"]
 
@@ -314,9 +318,8 @@ class _Topics:
         """Write βᵀ (V×K) for the workers; returns the path."""
         self.version += 1
         path = os.path.join(self.work, f"beta-{self.version}.npy")
-        tmp = f"{path}.partial-{uuid.uuid4().hex[:8]}.npy"
-        np.save(tmp, np.ascontiguousarray(self.beta.T))
-        os.replace(tmp, path)
+        with written_aside(path) as tmp, open(tmp, "wb") as fh:
+            np.save(fh, np.ascontiguousarray(self.beta.T))
         old = os.path.join(self.work, f"beta-{self.version - 2}.npy")
         if os.path.exists(old):
             os.remove(old)
@@ -349,7 +352,7 @@ def _em_on_sample(topics: _Topics, docs: list[Any], *, passes: int | None, max_p
         t0 = time.perf_counter()
         path = topics.publish()
         outs = [delayed(_estep, nout=2, pure=True)(d, n, path, float(alpha))
-                for d, n in zip(docs, counts)]
+                for d, n in zip(docs, counts, strict=True)]
         counts, total = persist(([o[0] for o in outs], _tree(_add, [o[1] for o in outs])),
                                  progress, f"refine pass {it + 1}")
         (total,) = compute(total, progress=False)
@@ -377,7 +380,7 @@ def _full_pass(topics: _Topics, corpus: Any, taken: np.ndarray, docs: list[Any],
 
     path = topics.publish()
     cached = [delayed(_estep, nout=2, pure=True)(d, n, path, float(alpha))[1]
-              for d, n in zip(docs, counts)]
+              for d, n in zip(docs, counts, strict=True)]
     rest = corpus.subset(np.setdiff1d(np.arange(corpus.npartitions), taken))
     read = [delayed(_estep_read, pure=True)(p, vocab_d, path, float(alpha))
             for p in rest.to_bag().to_delayed()]
@@ -388,23 +391,18 @@ def _full_pass(topics: _Topics, corpus: Any, taken: np.ndarray, docs: list[Any],
     return topics.m_step(total, eta), total[2], int(n_rest)
 
 
-def _check(passes: int | None, max_passes: int, tol: float, sample_tokens: int | None,
-           alpha: float, eta: float) -> None:
-    def count(x: Any) -> bool:
-        return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 1
-
-    if passes is not None and not count(passes):
-        raise ValueError(f"passes={passes!r}: must be an integer >= 1, or None (until EM "
-                         "converges)")
-    if not count(max_passes):
-        raise ValueError(f"max_passes={max_passes!r}: must be an integer >= 1")
-    if not tol >= 0:
-        raise ValueError(f"tol={tol!r}: must be >= 0")
-    if sample_tokens is not None and not count(sample_tokens):
-        raise ValueError(f"sample_tokens={sample_tokens!r}: must be an integer >= 1, or None "
-                         "(the whole corpus)")
-    if not alpha > 0 or not eta > 0:
-        raise ValueError(f"alpha={alpha!r}, eta={eta!r}: must be positive")
+#: The constraints of :func:`refine_topics`' parameters (:mod:`streamtopic._params`).
+_PARAMS: dict[str, list[Constraint]] = {
+    "passes": [Interval(Integral, 1, None), None],  # None: until EM converges
+    "max_passes": [Interval(Integral, 1, None)],
+    "tol": [Interval(Real, 0, None)],
+    "sample_tokens": [Interval(Integral, 1, None), None],  # None: the whole corpus
+    "alpha": [Interval(Real, 0, None, closed="neither")],
+    "eta": [Interval(Real, 0, None, closed="neither")],
+    "seed": [Interval(Integral, 0, None)],
+    "scratch": ["path", None],
+    "progress": ["boolean"],
+}
 
 
 def _start(components: np.ndarray, V: int) -> np.ndarray:
@@ -418,6 +416,7 @@ def _start(components: np.ndarray, V: int) -> np.ndarray:
     return beta / beta.sum(axis=1, keepdims=True)
 
 
+@validated(_PARAMS)
 def refine_topics(
     components: np.ndarray,
     corpus: Any,
@@ -481,7 +480,6 @@ def refine_topics(
 
     from .corpus import Corpus, read_corpus
 
-    _check(passes, max_passes, tol, sample_tokens, alpha, eta)
     beta = np.asarray(components)
     K, V = beta.shape if beta.ndim == 2 else (0, -1)
     if len(vocab) != V:

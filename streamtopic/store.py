@@ -19,14 +19,17 @@ so an incremental update rewrites only what changed.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import logging
 import os
 import shutil
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import zarr
@@ -35,8 +38,11 @@ from ._locking import FileLock, is_locked, owner_record
 
 __all__ = ["StoreError", "CooccurrenceStore", "DEFAULT_CHUNK"]
 
+log = logging.getLogger(__name__)
+
 FORMAT = "streamtopic-cooccurrence"
-FORMAT_VERSION = 1
+#: 2: the manifest carries its digest (``sources_digest``), which readers then require
+FORMAT_VERSION = 2
 DEFAULT_CHUNK = 2048
 _LOCK = ".streamtopic.lock"
 
@@ -112,7 +118,10 @@ class _Lease:
 
     def __init__(self, root: str, version: int) -> None:
         folder = os.path.join(root, _READERS)
-        os.makedirs(folder, exist_ok=True)
+        if not os.path.isdir(folder):
+            os.makedirs(folder, exist_ok=True)
+            with contextlib.suppress(OSError):  # readers of every user take leases here
+                os.chmod(folder, 0o1777)
         name = uuid.uuid4().hex
         tmp = os.path.join(folder, f".tmp-{name}")
         self.path = os.path.join(folder, f"{name}.json")
@@ -120,6 +129,7 @@ class _Lease:
         self._lock.acquire(blocking=True)
         try:
             with open(tmp, "w") as fh:
+                os.fchmod(fh.fileno(), 0o644)  # writers of other users must probe it
                 json.dump(dict(owner_record(), version=int(version)), fh)
             os.rename(tmp, self.path)
         except BaseException:
@@ -150,34 +160,35 @@ def _read_head(root: str) -> int | None:
 
 def live_leases(root: str, *, collect: bool = False) -> list[int] | None:
     """The versions named by live readers' leases of the store at ``root``; with ``collect``
-    (a writer, holding the lock), the files of dead readers are removed. None when a live
-    lease cannot be read (then nothing may be deleted)."""
+    (a writer, holding the lock), the files of dead readers are removed. None when a lease
+    cannot be probed or read (then nothing may be deleted)."""
     folder = os.path.join(root, _READERS)
     try:
         entries = list(os.scandir(folder))
     except FileNotFoundError:
         return []
+    except OSError:
+        return None
     versions: list[int] = []
-    unreadable = False
-    for entry in entries:
-        if entry.name.startswith(".tmp-"):  # a lease being made, or a reader killed making it
-            if collect and not is_locked(entry.path) and _age(entry.path) > 60:
-                _remove_quietly(entry.path)
-            continue
-        if not entry.name.endswith(".json"):
-            continue
-        if not is_locked(entry.path):
-            if collect:
-                _remove_quietly(entry.path)
-            continue
-        try:
+    try:
+        for entry in entries:
+            if entry.name.startswith(".tmp-"):  # a lease being made, or its reader killed
+                if collect and _age(entry.path) > 60 and not is_locked(entry.path):
+                    _remove_quietly(entry.path)
+                continue
+            if not entry.name.endswith(".json"):
+                continue
+            if not is_locked(entry.path):
+                if collect:
+                    _remove_quietly(entry.path)
+                continue
             with open(entry.path) as fh:
                 versions.append(int(json.load(fh)["version"]))
-        except FileNotFoundError:
-            continue  # released meanwhile
-        except (OSError, ValueError, KeyError, TypeError):
-            unreadable = True
-    return None if unreadable else versions
+    except FileNotFoundError:  # released meanwhile: look again
+        return live_leases(root, collect=collect)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return versions
 
 
 def _age(path: str) -> float:
@@ -198,6 +209,8 @@ class Transaction:
     number: int
     lock: _WriterLock
     owns_lock: bool = True
+    #: the head points at this round: from then on nothing may remove it
+    committed: bool = False
 
     @property
     def group_path(self) -> str:
@@ -304,138 +317,30 @@ def read_array_dense(
     return out
 
 
+class _KeepAlive:
+    """Holds an object for as long as a task graph holds this, and pickles to nothing: a
+    graph over a reader's version keeps the reader, and so its lease, alive in its process
+    (``CooccurrenceStore.open(p).Q`` outlives the store object)."""
+
+    def __init__(self, obj: Any = None) -> None:
+        self.obj = obj
+
+    def __reduce__(self) -> tuple[type, tuple[()]]:
+        return (_KeepAlive, ())
+
+
 def _q_block_task(
-    v: np.ndarray, nnz: np.ndarray, root: str, c: int, V: int, scale: float,
-    block_id: tuple[int, int] | None = None,
+    v: np.ndarray, nnz: np.ndarray | None, root: str, c: int, V: int, scale: float,
+    keep: _KeepAlive, block_id: tuple[int, int] | None = None,
 ) -> np.ndarray:
+    """Block ``block_id`` of the sum (its version ``v``, a 1×1 block of the block map; the
+    recorded non-zeros of every block ``nnz``, nb×nb or None), times ``scale``."""
     assert block_id is not None
     i, j = block_id
     rows = slice(i * c, min(V, (i + 1) * c))
     cols = slice(j * c, min(V, (j + 1) * c))
-    return read_q_block(root, int(v.ravel()[0]), rows, cols, scale, int(nnz.ravel()[0]))
-
-
-class QBlocks:
-    """Reads block (i, j) of Q (V×V, square chunks of ``chunk`` rows) inside a task.
-
-    Tasks of a pass read their blocks through this small, picklable object rather than
-    depend on separate read tasks: a decoded block then lives only as long as the task that
-    uses it, and never waits in memory, or travels between workers, for a consumer. Make one
-    with :meth:`from_store` (a store's head, divided by its document count), :meth:`from_zarr`
-    (a 2-D zarr array, e.g. the rectified Q) or :meth:`from_memory` (an in-memory array, for
-    Dask's threaded scheduler only: it is not sent anywhere).
-
-    Blocks are returned as new or read-only arrays; callers must not write into them.
-    """
-
-    def __init__(
-        self, V: int, chunk: int, *, root: str | None = None,
-        versions: np.ndarray | None = None, scale: float = 1.0, path: str | None = None,
-        array: np.ndarray | None = None, nnz: np.ndarray | None = None,
-    ) -> None:
-        self.V, self.chunk = int(V), int(chunk)
-        self.root, self.versions, self.scale = root, versions, float(scale)
-        self.nnz = nnz
-        self.path, self.array = path, array
-
-    @classmethod
-    def from_store(cls, store: CooccurrenceStore) -> QBlocks:
-        return cls(store.V, store.chunk_size, root=store.path,
-                   versions=np.asarray(store.block_versions), scale=1.0 / store.n_docs,
-                   nnz=store.block_nnz)
-
-    @classmethod
-    def from_zarr(cls, path: str) -> QBlocks:
-        arr = zarr.open_array(path, mode="r")
-        if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.chunks[0] != arr.chunks[1]:
-            raise ValueError(f"{path}: expected a V×V array with square chunks")
-        return cls(arr.shape[0], arr.chunks[0], path=path)
-
-    @classmethod
-    def from_memory(cls, array: np.ndarray, chunk: int) -> QBlocks:
-        view = array.view()
-        view.flags.writeable = False
-        return cls(array.shape[0], chunk, array=view)
-
-    @property
-    def n_blocks(self) -> int:
-        return -(-self.V // self.chunk)
-
-    def span(self, i: int) -> slice:
-        """The rows (or columns) of block row (or column) ``i``."""
-        return slice(i * self.chunk, min(self.V, (i + 1) * self.chunk))
-
-    @property
-    def sizes(self) -> tuple[int, ...]:
-        """The rows of each block row."""
-        return tuple(min(self.V, (i + 1) * self.chunk) - i * self.chunk
-                     for i in range(self.n_blocks))
-
-    def pass_cost(self, i: int, j: int) -> float:
-        """Relative time of a task of a pass over :func:`upper_blocks` on block (i, j): its
-        area, half again off the diagonal, where the block serves two row blocks (reading
-        and decoding a block costs about as much as one product with it)."""
-        return float(self.sizes[i] * self.sizes[j]) * (1.5 if i != j else 1.0)
-
-    def stored_bytes(self, blocks: Sequence[tuple[int, int]]) -> int:
-        """Bytes on disk that reading ``blocks`` reads (0 for an in-memory array, and for
-        blocks never written)."""
-        if self.array is not None:
-            return 0
-        total = 0
-        for i, j in blocks:
-            if self.path is not None:
-                f = os.path.join(self.path, "c", str(i), str(j))
-            else:
-                assert self.root is not None and self.versions is not None
-                v = int(self.versions[i, j])
-                if v <= 0:
-                    continue
-                f = os.path.join(self.root, _vname(v), "Q", "c", str(i), str(j))
-            if os.path.exists(f):
-                total += os.path.getsize(f)
-        return total
-
-    def block(self, i: int, j: int) -> np.ndarray:
-        rows, cols = self.span(i), self.span(j)
-        if self.array is not None:
-            return self.array[rows, cols]
-        if self.path is not None:
-            return np.asarray(_open_read_only(self.path)[rows, cols], dtype=np.float64)
-        assert self.root is not None and self.versions is not None
-        nnz = int(self.nnz[i, j]) if self.nnz is not None else -1
-        return read_q_block(self.root, int(self.versions[i, j]), rows, cols, self.scale, nnz)
-
-
-def upper_blocks(nb: int) -> list[tuple[int, int]]:
-    """The blocks (i, j), i <= j, of an nb×nb grid: all that a pass over the symmetric Q
-    reads, since block (j, i) is the transpose of block (i, j)."""
-    return [(i, j) for i in range(nb) for j in range(i, nb)]
-
-
-def row_block_sums(parts: str, name: str, nb: int) -> dict[tuple[str, int, int], tuple]:
-    """Dask tasks ``(name, r, 0)`` summing the row blocks r of a pass over
-    :func:`upper_blocks`: task ``(parts, i, j)`` returns its contribution to row block i and,
-    for i < j, then its contribution to row block j (from the transposed block)."""
-    sums = {}
-    for r in range(nb):
-        keys = [(parts, r, j) for j in range(r, nb)] + [(parts, i, r) for i in range(r)]
-        sides = tuple([0] * (nb - r) + [1] * r)
-        sums[(name, r, 0)] = (sum_sides, sides, *keys)
-    return sums
-
-
-def sum_sides(sides: tuple[int, ...], *parts: tuple[np.ndarray, ...]) -> np.ndarray:
-    """The sum of ``parts[k][sides[k]]`` (a new array, in the first one's dtype)."""
-    return sum_arrays(*(part[side] for side, part in zip(sides, parts)))
-
-
-def sum_arrays(*parts: np.ndarray) -> np.ndarray:
-    """The sum of the arrays (a new array, in the first one's dtype)."""
-    out = np.array(parts[0], copy=True)
-    for part in parts[1:]:
-        out += part
-    return out
+    expected = int(nnz[i, j]) if nnz is not None else -1
+    return read_q_block(root, int(v.ravel()[0]), rows, cols, scale, expected)
 
 
 _READ_ONLY: dict[str, zarr.Array] = {}
@@ -527,7 +432,11 @@ class CooccurrenceStore:
             version = self.version
             try:
                 lease = _Lease(self.path, version)
-            except OSError:  # a store we cannot write: no writer of ours can delete from it
+            except OSError as exc:
+                if exc.errno != errno.EROFS:  # a read-only file system has no writers
+                    log.warning(
+                        "%s: cannot take a reader's lease (%s): an ingest that commits "
+                        "meanwhile may remove data this reader uses", self.path, exc.strerror)
                 return
             if _read_head(self.path) in (version, None):
                 break
@@ -662,7 +571,7 @@ class CooccurrenceStore:
 
     def _reload(self) -> None:
         self._root = zarr.open_group(self.path, mode="r")
-        self._meta = dict(self._root.attrs["streamtopic"])
+        self._meta = dict(cast(dict[str, Any], self._root.attrs["streamtopic"]))
         self._head_attrs = None
 
     @property
@@ -697,7 +606,7 @@ class CooccurrenceStore:
     @property
     def vocab(self) -> list[str]:
         if self._vocab is None:
-            self._vocab = [str(t) for t in self._root["vocab"][:]]
+            self._vocab = [str(t) for t in np.asarray(_array(self._root, "vocab")[:])]
         return self._vocab
 
     def _head(self) -> dict[str, Any]:
@@ -708,8 +617,23 @@ class CooccurrenceStore:
                     "n_replaced_bytes": 0, "sources": [], "counts_known": True,
                 }
             else:
-                self._head_attrs = dict(self._root[_vname(self.version)].attrs)
+                self._head_attrs = dict(self._node(_vname(self.version)).attrs)
         return self._head_attrs
+
+    def _node(self, path: str) -> Any:
+        """The zarr group or array ``path`` of this store; a missing or unreadable one is a
+        :class:`StoreError` saying whether the version was superseded (this reader held no
+        lease) or the store is damaged."""
+        try:
+            return self._root[path]
+        except Exception as exc:  # zarr raises KeyError, JSON and codec errors
+            version = path.split("/")[1] if path.startswith("versions/") else path
+            if self.version != _read_head(self.path) and self._lease is None:
+                why = "superseded by a later ingest while this reader held no lease"
+            else:
+                why = "the store is damaged (see `streamtopic verify`)"
+            raise StoreError(f"{self.path}: {path} cannot be read ({version}: {why}; "
+                             f"{type(exc).__name__}: {exc})") from exc
 
     @property
     def n_docs(self) -> int:
@@ -732,7 +656,16 @@ class CooccurrenceStore:
     def _vector(self, name: str) -> np.ndarray:
         if self.version == 0:
             return np.zeros(self.V, np.int64)
-        return np.asarray(self._root[f"{_vname(self.version)}/{name}"][:])
+        return np.asarray(self._read(f"{_vname(self.version)}/{name}"))
+
+    def _read(self, path: str) -> np.ndarray:
+        """All of the array ``path`` (see :meth:`_node` for its errors)."""
+        node = self._node(path)
+        try:
+            return np.asarray(node[:])
+        except Exception as exc:  # a chunk that fails its checksum or to decode
+            raise StoreError(f"{self.path}: {path} cannot be read ({exc}); the store is "
+                             "damaged (see `streamtopic verify`)") from exc
 
     @property
     def word_counts(self) -> np.ndarray:
@@ -747,7 +680,7 @@ class CooccurrenceStore:
         """(nb, nb) int array: the version holding each block of Q (0: zero block)."""
         if self.version == 0:
             return np.zeros((self.n_blocks, self.n_blocks), np.int32)
-        return np.asarray(self._root[f"{_vname(self.version)}/block_versions"][:])
+        return self._read(f"{_vname(self.version)}/block_versions")
 
     @property
     def block_nnz(self) -> np.ndarray | None:
@@ -769,11 +702,8 @@ class CooccurrenceStore:
         sizes = tuple(min(c, V - i * c) for i in range(nb))
         name = f"{self.uid}-{self.version}"
         vers = da.from_array(self.block_versions, chunks=1, name=f"stq-bv-{name}")
-        nnz = self.block_nnz
-        counts = da.from_array(np.full((nb, nb), -1, np.int64) if nnz is None else nnz,
-                               chunks=1, name=f"stq-nnz-{name}")
-        return da.map_blocks(
-            _q_block_task, vers, counts, self.path, c, V, scale,
+        return vers.map_blocks(
+            _q_block_task, self.block_nnz, self.path, c, V, scale, _KeepAlive(self),
             chunks=(sizes, sizes), dtype=np.float64, meta=np.empty((0, 0)),
             name=f"stq-Q-{name}-{scale!r}",
         )
@@ -835,6 +765,8 @@ class CooccurrenceStore:
         out = np.zeros((n, n))
         if n == 0 or self.n_docs == 0:
             return out
+        from .passes import QBlocks
+
         src = QBlocks.from_store(self)
         # positions in ``ids`` of each block's words: block b holds ids[bounds[b]:bounds[b+1]]
         bounds = np.searchsorted(ids, np.arange(src.n_blocks + 1) * c)
@@ -950,10 +882,13 @@ class CooccurrenceStore:
             if abs(total - self.n_docs) > 1e-9 * max(1.0, self.n_docs):
                 problems.append(f"the stored sum of Q adds up to {total:.12g}, not to the "
                                 f"{self.n_docs:,} documents counted")
-        digest = self._head().get("sources_digest")
-        if digest is not None and digest != sources_digest(self.uid, self.sources):
-            problems.append("the manifest of inputs does not match its digest")
-        elif inputs:
+        try:
+            self.check_manifest()
+        except StoreError as exc:
+            problems.append(str(exc).split(": ", 1)[-1])
+        else:
+            if not inputs:
+                return problems
             from .corpus import verify_recorded_inputs
 
             try:
@@ -961,6 +896,27 @@ class CooccurrenceStore:
             except StoreError as exc:
                 problems.append(str(exc))
         return problems
+
+    def check_manifest(self) -> list[dict[str, Any]]:
+        """The manifest of inputs, if it is the one the store wrote: its digest must match
+        (stores of format 2 and later must have one). A check against accidental and hand
+        edits; whoever can rewrite the store can also recompute the digest.
+
+        Raises
+        ------
+        StoreError
+            A missing or mismatched digest.
+        """
+        sources = self.sources
+        digest = self._head().get("sources_digest")
+        required = int(self._meta.get("format_version", 1)) >= 2 and self.version > 0
+        if (digest is None and required) or (
+                digest is not None and digest != sources_digest(self.uid, sources)):
+            raise StoreError(
+                f"{self.path}: the manifest of inputs does not match its digest (edited or "
+                "damaged), so its inputs are not read"
+            )
+        return sources
 
     # ------------------------------------------------------------------ writing
 
@@ -1026,55 +982,64 @@ class CooccurrenceStore:
             head = self._head()
             number = txn.number
             grp = zarr.open_group(self.path, mode="r+")
-            vg = grp[txn.group_path]
+            vg = _group(grp, txn.group_path)
             bv = self.block_versions.copy()
             for i, j in written:
                 bv[i, j] = number
-            V = self.V
-            checked = {"compressors": _checked()}
-            vg.create_array("block_versions", data=bv.astype(np.int32), **checked)
-            vg.create_array(
-                "word_counts", data=(self.word_counts + np.asarray(word_counts, np.int64)),
-                chunks=(min(V, 2**20),), **checked,
-            )
-            vg.create_array(
-                "doc_freq", data=(self.doc_freq + np.asarray(doc_freq, np.int64)),
-                chunks=(min(V, 2**20),), **checked,
-            )
+            self._write_vectors(vg, bv, word_counts, doc_freq)
             nnz_map = dict(head.get("block_nnz", {}))
             for (i, j), n in (block_nnz or {}).items():
                 nnz_map[f"{i},{j}"] = int(n)
             sources = list(head["sources"]) + [dict(s, version=number) for s in new_sources]
-            attrs = {
+            added = {"n_docs": n_docs, "n_tokens": n_tokens, "n_skipped_docs": n_skipped_docs,
+                     "n_oov_tokens": n_oov_tokens, "n_replaced_bytes": n_replaced_bytes}
+            attrs: dict[str, Any] = {k: int(head[k]) + int(v) for k, v in added.items()}
+            attrs.update({
                 "number": number,
-                "n_docs": int(head["n_docs"]) + int(n_docs),
-                "n_tokens": int(head["n_tokens"]) + int(n_tokens),
-                "n_skipped_docs": int(head["n_skipped_docs"]) + int(n_skipped_docs),
-                "n_oov_tokens": int(head["n_oov_tokens"]) + int(n_oov_tokens),
-                "n_replaced_bytes": int(head["n_replaced_bytes"]) + int(n_replaced_bytes),
                 "nnz": int(sum(nnz_map.values())),
                 "block_nnz": nnz_map,
                 "sources": sources,
                 "sources_digest": sources_digest(self.uid, sources),
                 "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "counts_known": bool(head.get("counts_known", True)),
-            }
+            })
             attrs.update(extra or {})
             vg.attrs.update(attrs)
             # the switch: one atomic rewrite of the root zarr.json
-            meta = dict(self._meta)
-            meta["head"] = number
-            grp.attrs["streamtopic"] = meta
+            grp.attrs["streamtopic"] = dict(self._meta, head=number)
+            txn.committed = True
             self._reload()
-            self.cleanup()
+            self._collect_after_commit()
         finally:
             txn.finish()
 
+    def _write_vectors(self, vg: zarr.Group, bv: np.ndarray, word_counts: np.ndarray,
+                       doc_freq: np.ndarray) -> None:
+        """A round's block map (nb×nb) and its per-word totals (V,): the head's plus the
+        round's ``word_counts`` and ``doc_freq``, each chunk checksummed."""
+        chunks = (min(self.V, 2**20),)
+        vg.create_array("block_versions", data=bv.astype(np.int32),
+                        compressors=checksum_codecs())
+        for name, head, added in (("word_counts", self.word_counts, word_counts),
+                                  ("doc_freq", self.doc_freq, doc_freq)):
+            vg.create_array(name, data=head + np.asarray(added, np.int64), chunks=chunks,
+                            compressors=checksum_codecs())
+
+    def _collect_after_commit(self) -> None:
+        """:meth:`cleanup` after a commit, best effort: the round is committed whatever
+        happens here, and what is left is collected by the next writer."""
+        try:
+            self.cleanup()
+        except Exception as exc:  # an unreadable lease, a file that resists removal
+            log.warning("%s: superseded data not removed yet (%s); the next ingest will",
+                        self.path, exc)
+
     def abort(self, txn: Transaction) -> None:
-        """Drop an unfinished round; the head is untouched."""
+        """Drop an unfinished round; the head is untouched. Nothing happens to a round
+        already committed (a failure after the switch must not remove the new head)."""
         try:
             path = os.path.join(self.path, txn.group_path)
-            if os.path.isdir(path):
+            if not txn.committed and os.path.isdir(path):
                 shutil.rmtree(path, ignore_errors=True)
         finally:
             txn.finish()
@@ -1099,7 +1064,7 @@ class CooccurrenceStore:
             if v == 0:
                 continue
             try:
-                maps[v] = np.asarray(self._root[f"{_vname(v)}/block_versions"][:])
+                maps[v] = np.asarray(_array(self._root, f"{_vname(v)}/block_versions")[:])
             except Exception:  # a leased version we cannot read: delete nothing this time
                 return
         referenced = set(kept)
@@ -1123,7 +1088,7 @@ class CooccurrenceStore:
                 continue
             if number in kept:
                 continue
-            vg = grp[f"versions/{name}"]
+            vg = _group(grp, f"versions/{name}")
             for arr_name in ("word_counts", "doc_freq", "block_versions"):
                 if arr_name in vg:
                     del vg[arr_name]
@@ -1135,6 +1100,20 @@ class CooccurrenceStore:
                 _remove_quietly(chunk)
 
 
+def _group(root: zarr.Group, path: str) -> zarr.Group:
+    node = root[path]
+    if not isinstance(node, zarr.Group):
+        raise StoreError(f"{path}: a zarr group was expected")
+    return node
+
+
+def _array(root: zarr.Group, path: str) -> zarr.Array:
+    node = root[path]
+    if not isinstance(node, zarr.Array):
+        raise StoreError(f"{path}: a zarr array was expected")
+    return node
+
+
 def sources_digest(uid: str, sources: Sequence[dict[str, Any]]) -> str:
     """SHA-256 of a store's manifest (its inputs, as JSON) and its uid: the manifest as the
     store wrote it. A manifest edited by hand no longer matches, and its inputs are not read."""
@@ -1144,7 +1123,7 @@ def sources_digest(uid: str, sources: Sequence[dict[str, Any]]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _checked() -> list[Any]:
+def checksum_codecs() -> list[Any]:
     """A CRC-32C checksum on every chunk: a corrupted chunk fails to read instead of
     decoding into wrong numbers."""
     from zarr.codecs import Crc32cCodec
@@ -1159,7 +1138,7 @@ def _q_compressor() -> Any:
     density) and encode 3× faster; dense blocks compress about 1.1–1.2× either way."""
     from zarr.codecs import BloscCodec
 
-    return [BloscCodec(cname="lz4", clevel=5, shuffle="noshuffle"), *_checked()]
+    return [BloscCodec(cname="lz4", clevel=5, shuffle="noshuffle"), *checksum_codecs()]
 
 
 def _chunk_exists(root: str, array_path: str, i: int, j: int) -> bool:

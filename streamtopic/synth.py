@@ -44,17 +44,18 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import IO, Any, NamedTuple, Union
+from typing import IO, Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
+
+from ._io import remove_path, temp_beside, written_aside
 
 __all__ = [
     "SeedLike",
@@ -85,7 +86,7 @@ __all__ = [
     "POPULATION_SUFFIX",
 ]
 
-SeedLike = Union[int, np.random.SeedSequence, np.random.Generator, None]
+SeedLike = int | np.random.SeedSequence | np.random.Generator | None
 """Anything that seeds the generators: an int, a ``SeedSequence``, a ``Generator`` (whose
 state is advanced) or None (fresh entropy)."""
 
@@ -116,6 +117,21 @@ def _seed_sequence(seed: SeedLike) -> np.random.SeedSequence:
     if isinstance(seed, np.random.Generator):
         return np.random.SeedSequence(seed.integers(0, 2**63, size=4).tolist())
     return np.random.SeedSequence(seed)
+
+
+def _entropy(root: np.random.SeedSequence) -> int | list[int]:
+    """The entropy of ``root``: an int, or a list of ints (a Generator's draws, an int
+    sequence given as seed)."""
+    entropy = root.entropy
+    if isinstance(entropy, (int, np.integer)):
+        return int(entropy)
+    assert entropy is not None  # a SeedSequence draws entropy when given none
+    return [int(e) for e in entropy]
+
+
+def _entropy_text(entropy: int | list[int]) -> str | list[str]:
+    """:func:`_entropy` for JSON: decimal strings, since JSON readers may round large ints."""
+    return str(entropy) if isinstance(entropy, int) else [str(e) for e in entropy]
 
 
 def _unit_rng(root: np.random.SeedSequence, unit: int) -> np.random.Generator:
@@ -253,7 +269,7 @@ def _plant_in_place(A: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     anchors : ndarray of shape (K,), int64
     """
     V, K = A.shape
-    anchors = rng.choice(V, size=K, replace=False).astype(np.int64)
+    anchors = np.asarray(rng.choice(V, size=K, replace=False), dtype=np.int64)
     top = A.max(axis=0)  # (K,) each topic's largest entry
     A[anchors, :] = 0.0
     A[anchors, np.arange(K)] = top
@@ -483,7 +499,7 @@ class LogisticNormal:
                 "sigma": self.sigma}
 
 
-ThetaSpec = Union[str, LogisticNormal]
+ThetaSpec = str | LogisticNormal
 """How documents draw θ: ``"dirichlet"`` (θ ~ Dirichlet(α), using ``alpha``) or a
 :class:`LogisticNormal`."""
 
@@ -631,7 +647,11 @@ def second_moment(
     done = 0
     while done < n_samples:
         n = min(int(chunk), int(n_samples) - done)
-        T = rng.dirichlet(a, size=n) if law is None else law.sample(n, K, rng)  # (n, K)
+        if law is not None:
+            T = law.sample(n, K, rng)  # (n, K)
+        else:
+            assert a is not None
+            T = rng.dirichlet(a, size=n)
         M += T.T @ T
         done += n
     M /= n_samples
@@ -851,14 +871,8 @@ def _check_sampling(n_docs: int) -> int:
 
 
 def iter_documents(
-    A: np.ndarray,
-    n_docs: int,
-    *,
-    alpha: float | np.ndarray = 0.1,
-    doc_length: int = 70,
-    poisson: bool = False,
-    seed: SeedLike = None,
-    block_docs: int = 10_000,
+    A: np.ndarray, n_docs: int, *, alpha: float | np.ndarray = 0.1, doc_length: int = 70,
+    poisson: bool = False, seed: SeedLike = None, block_docs: int = 10_000,
     theta: ThetaSpec = "dirichlet",
 ) -> Iterator[sp.csr_matrix]:
     """Generate documents block by block, in bounded memory.
@@ -912,14 +926,8 @@ def _exact_blocks(units: Iterator[sp.csr_matrix], block_docs: int) -> Iterator[s
 
 
 def sample_documents(
-    A: np.ndarray,
-    n_docs: int,
-    *,
-    alpha: float | np.ndarray = 0.1,
-    doc_length: int = 70,
-    poisson: bool = False,
-    seed: SeedLike = None,
-    theta: ThetaSpec = "dirichlet",
+    A: np.ndarray, n_docs: int, *, alpha: float | np.ndarray = 0.1, doc_length: int = 70,
+    poisson: bool = False, seed: SeedLike = None, theta: ThetaSpec = "dirichlet",
 ) -> sp.csr_matrix:
     """Draw documents from the topic model, as a document-term count matrix.
 
@@ -1134,14 +1142,14 @@ def _make_piece(
 
 def _serial_pieces(
     model: _Model, enc: _Encoder, root: np.random.SeedSequence, n_docs: int
-) -> Iterator[_Piece]:
+) -> Generator[_Piece, None, None]:
     for u, d0, d1 in _unit_bounds(n_docs, model.unit_docs):
         yield _make_piece((model, enc), root, u, d0, d1)
 
 
 def _parallel_pieces(
     model: _Model, enc: _Encoder, root: np.random.SeedSequence, n_docs: int, max_in_flight: int
-) -> Iterator[_Piece]:
+) -> Generator[_Piece, None, None]:
     """The pieces of :func:`_serial_pieces`, generated in parallel Dask tasks (one per unit)
     and yielded in order, with at most ``max_in_flight`` units generated but not yet
     consumed.
@@ -1198,7 +1206,7 @@ def _parallel_pieces(
 
 def _with_progress(
     pieces: Iterator[_Piece], n_docs: int, progress: Callable[[int, int], None] | None
-) -> Iterator[_Piece]:
+) -> Generator[_Piece, None, None]:
     done = 0
     for piece in pieces:
         yield piece
@@ -1374,58 +1382,41 @@ def _write_hdf5(
     return n_tokens, nnz
 
 
-def _tmp_beside(path: str, tag: str) -> str:
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=f".{tag}",
-                               dir=os.path.dirname(path))
-    os.close(fd)
-    return tmp
-
-
 def _write_uci(
     path: str, pieces: Iterator[_Piece], terms: list[str], n_docs: int
 ) -> tuple[tuple[int, int], str]:
     name, gz = _uci_name(path)
     vocab_path = os.path.join(os.path.dirname(path), f"vocab.{name}.txt")
-    entries = _tmp_beside(path, "entries")
-    out_tmp = _tmp_beside(path, "partial")
-    vocab_tmp = _tmp_beside(vocab_path, "partial")
     n_tokens = nnz = 0
+    # the entries go to a scratch file first: the header, which precedes them, needs their count
+    entries = temp_beside(path, "entries")
     try:
-        with open(entries, "wb") as fh:
-            for piece in pieces:
-                assert piece.data is not None
-                fh.write(piece.data)
-                n_tokens += piece.n_tokens
-                nnz += piece.nnz
-        with _open_out(out_tmp, gz) as out, open(entries, "rb") as src:
-            out.write(f"{n_docs}\n{len(terms)}\n{nnz}\n".encode("ascii"))
-            shutil.copyfileobj(src, out, 2**22)
-        with open(vocab_tmp, "wb") as fh:
-            fh.write(("\n".join(terms) + "\n").encode("utf-8"))
-        os.replace(vocab_tmp, vocab_path)
-        os.replace(out_tmp, path)
+        with written_aside(path) as out_tmp, written_aside(vocab_path) as vocab_tmp:
+            with open(entries, "wb") as fh:
+                for piece in pieces:
+                    assert piece.data is not None
+                    fh.write(piece.data)
+                    n_tokens += piece.n_tokens
+                    nnz += piece.nnz
+            with _open_out(out_tmp, gz) as out, open(entries, "rb") as src:
+                out.write(f"{n_docs}\n{len(terms)}\n{nnz}\n".encode("ascii"))
+                shutil.copyfileobj(src, out, 2**22)
+            with open(vocab_tmp, "wb") as fh:
+                fh.write(("\n".join(terms) + "\n").encode("utf-8"))
     finally:
-        for p in (entries, out_tmp, vocab_tmp):
-            if os.path.exists(p):
-                os.remove(p)
+        remove_path(entries)
     return (n_tokens, nnz), vocab_path
 
 
 def _write_text(path: str, pieces: Iterator[_Piece]) -> tuple[int, int]:
     """Text or JSON Lines: the pieces' bytes, in order; gzipped for ``.gz`` paths."""
-    tmp = _tmp_beside(path, "partial")
     n_tokens = nnz = 0
-    try:
-        with _open_out(tmp, path.endswith(".gz")) as fh:
-            for piece in pieces:
-                assert piece.data is not None
-                fh.write(piece.data)
-                n_tokens += piece.n_tokens
-                nnz += piece.nnz
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with written_aside(path) as tmp, _open_out(tmp, path.endswith(".gz")) as fh:
+        for piece in pieces:
+            assert piece.data is not None
+            fh.write(piece.data)
+            n_tokens += piece.n_tokens
+            nnz += piece.nnz
     return n_tokens, nnz
 
 
@@ -1486,7 +1477,7 @@ def save_topics(
     """
     path = os.path.abspath(os.fspath(path))
     A = np.asarray(A, dtype=np.float64)
-    arrays = {
+    arrays: dict[str, Any] = {
         "A": A,
         "vocab": np.asarray(list(vocab), dtype=str),
         "anchors": np.zeros(0, np.int64) if anchors is None else np.asarray(anchors, np.int64),
@@ -1494,14 +1485,8 @@ def save_topics(
     }
     if arrays["vocab"].shape != (A.shape[0],):
         raise ValueError(f"vocab has {arrays['vocab'].size} terms but A has {A.shape[0]} rows")
-    tmp = _tmp_beside(path, "partial")
-    try:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with written_aside(path) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
     return path
 
 
@@ -1635,13 +1620,56 @@ def synthesize(
     dict
         The keys of :func:`write_corpus`, plus ``n_topics``, ``theta`` (:func:`theta_dict`),
         ``topics_source`` (``"A"``, ``"model"`` or ``"dirichlet"``), ``anchors`` (list of
-        int, or None), ``seed_entropy`` (int), ``seed_spawn_key`` (list of int),
+        int, or None), ``seed_entropy`` (int; a list of int when ``seed`` is a Generator),
+        ``seed_spawn_key`` (list of int),
         ``topics_path`` (or None), ``population`` (the dict of :func:`population_store`,
         or None), ``parallel`` and ``seconds``.
     """
     t0 = time.perf_counter()
-    given = [name for name, v in (("A", A), ("model", model)) if v is not None]
-    if n_words is not None or n_topics is not None:
+    out_path, fmt = _check_synth_output(output, format, A=A, model=model, n_words=n_words,
+                                        n_topics=n_topics)
+    law = parse_theta(theta)
+    root = _seed_sequence(seed)
+    A_true, anchors, source, terms = _true_topics(
+        root, fmt, A=A, model=model, n_words=n_words, n_topics=n_topics, beta=beta,
+        vocab=vocab, planted_anchors=planted_anchors,
+    )
+    gen = _model(A_true, alpha, doc_length, poisson, law)
+    pop_path = out_path + POPULATION_SUFFIX
+    if population:
+        _check_population_path(pop_path)
+
+    report = _write(out_path, gen, n_docs, format=fmt, vocab=terms, seed=root,
+                    block_docs=block_docs, parallel=parallel, max_in_flight=max_in_flight,
+                    progress=progress)
+    report.update(format=fmt, n_topics=A_true.shape[1], theta=theta_dict(law, alpha),
+                  topics_source=source, anchors=None if anchors is None else anchors.tolist(),
+                  seed_entropy=_entropy(root), seed_spawn_key=[int(k) for k in root.spawn_key],
+                  parallel=bool(parallel), topics_path=None, population=None)
+    if population:
+        report["population"] = _write_population(
+            pop_path, A_true, law, alpha=alpha, vocab=terms, n_docs=population_docs,
+            n_samples=population_samples, seed=_child(root, _POPULATION_KEY))
+        report["paths"].append(report["population"]["path"])
+    if write_topics:
+        meta = _topics_meta(report, out_path, model=model, beta=beta,
+                            planted_anchors=planted_anchors, doc_length=doc_length,
+                            poisson=poisson)
+        report["topics_path"] = save_topics(topics_path(out_path), A_true, terms,
+                                            anchors=anchors, meta=meta)
+        report["paths"].append(report["topics_path"])
+    report["seconds"] = time.perf_counter() - t0
+    return report
+
+
+def _check_synth_output(
+    output: str | os.PathLike[str], format: str | None, **sources: Any
+) -> tuple[str, str]:
+    """The absolute output path and its format, once the arguments of :func:`synthesize`
+    name exactly one source of topics (``sources``: A, model, n_words, n_topics) and the
+    output can be written."""
+    given = [name for name in ("A", "model") if sources[name] is not None]
+    if sources["n_words"] is not None or sources["n_topics"] is not None:
         given.append("n_words/n_topics")
     if len(given) != 1:
         raise ValueError(
@@ -1650,89 +1678,83 @@ def synthesize(
         )
     fmt = infer_format(output) if format is None else format
     _check_format(fmt, SYNTH_FORMATS)
-    law = parse_theta(theta)
-    root = _seed_sequence(seed)
-    topics_rng = np.random.default_rng(_child(root, _TOPICS_KEY))
     out_path = os.path.abspath(os.fspath(output))
     if not os.path.isdir(os.path.dirname(out_path)):
         raise FileNotFoundError(f"{os.path.dirname(out_path)}: directory does not exist")
     if fmt == "uci":
         _uci_name(out_path)
+    return out_path, fmt
 
-    anchors: np.ndarray | None = None
+
+def _true_topics(
+    root: np.random.SeedSequence,
+    fmt: str,
+    *,
+    A: np.ndarray | None,
+    model: str | os.PathLike[str] | None,
+    n_words: int | None,
+    n_topics: int | None,
+    beta: float,
+    vocab: Sequence[str] | None,
+    planted_anchors: bool,
+) -> tuple[np.ndarray, np.ndarray | None, str, list[str]]:
+    """The topics of :func:`synthesize` (V×K), the planted anchors (or None), the source of
+    the topics (``"A"``, ``"model"`` or ``"dirichlet"``) and their terms. Random topics and
+    planted anchors draw from ``root``'s topics stream."""
+    rng = np.random.default_rng(_child(root, _TOPICS_KEY))
+    terms = vocab
     if A is not None:
-        A_true = _check_topics(A)
-        source = "A"
-        terms = vocab
+        A_true, source = _check_topics(A), "A"
     elif model is not None:
         A_true, model_vocab = topics_from_model(model)
-        source = "model"
-        terms = model_vocab if vocab is None else vocab
+        source, terms = "model", model_vocab if vocab is None else vocab
+    elif n_words is None or n_topics is None:
+        raise ValueError("random topics need both n_words and n_topics")
     else:
-        if n_words is None or n_topics is None:
-            raise ValueError("random topics need both n_words and n_topics")
-        A_true = dirichlet_topics(int(n_words), int(n_topics), beta, seed=topics_rng)
+        A_true = dirichlet_topics(int(n_words), int(n_topics), beta, seed=rng)
         source = "dirichlet"
-        terms = vocab
+    anchors = None
     if planted_anchors:
-        A_true, anchors = plant_anchors(A_true, topics_rng)
-    V, K = A_true.shape
-    terms = _check_vocab(terms, V, fmt)
-    gen = _model(A_true, alpha, doc_length, poisson, law)
+        A_true, anchors = plant_anchors(A_true, rng)
+    return A_true, anchors, source, _check_vocab(terms, A_true.shape[0], fmt)
 
-    pop_path = out_path + POPULATION_SUFFIX
-    if population and os.path.exists(pop_path):
+
+def _topics_meta(
+    report: dict[str, Any], corpus: str, *, model: str | os.PathLike[str] | None, beta: float,
+    planted_anchors: bool, doc_length: int, poisson: bool,
+) -> dict[str, Any]:
+    """The ``meta`` of the true topics of :func:`synthesize` (from its ``report`` so far)."""
+    return {
+        "format": "streamtopic-synth-topics",
+        "format_version": 1,
+        "theta": report["theta"],
+        "topics_source": report["topics_source"],
+        "model": None if model is None else os.path.abspath(os.fspath(model)),
+        "beta": float(beta) if report["topics_source"] == "dirichlet" else None,
+        "planted_anchors": bool(planted_anchors),
+        "n_docs": report["n_docs"],
+        "doc_length": int(doc_length),
+        "poisson": bool(poisson),
+        "corpus": corpus,
+        "corpus_format": report["format"],
+        "seed_entropy": _entropy_text(report["seed_entropy"]),
+        "seed_spawn_key": report["seed_spawn_key"],
+    }
+
+
+def _check_population_path(pop_path: str) -> None:
+    """Refuse to replace anything at ``pop_path`` but a co-occurrence store."""
+    if os.path.exists(pop_path):
         from .store import CooccurrenceStore
 
         if not CooccurrenceStore.is_store(pop_path):
             raise FileExistsError(f"{pop_path}: exists and is not a co-occurrence store")
 
-    report = _write(out_path, gen, n_docs, format=fmt, vocab=terms, seed=root,
-                    block_docs=block_docs, parallel=parallel, max_in_flight=max_in_flight,
-                    progress=progress)
-    report["format"] = fmt
-    spec = theta_dict(law, alpha)
-    entropy = root.entropy
-    report.update(
-        n_topics=K,
-        theta=spec,
-        topics_source=source,
-        anchors=None if anchors is None else anchors.tolist(),
-        seed_entropy=int(entropy) if entropy is not None else None,
-        seed_spawn_key=[int(k) for k in root.spawn_key],
-        parallel=bool(parallel),
-        topics_path=None,
-        population=None,
-    )
-    if population:
-        from .store import remove_store
 
-        if os.path.exists(pop_path):
-            remove_store(pop_path)
-        report["population"] = population_store(
-            pop_path, A_true, law, alpha=alpha, vocab=terms, n_docs=population_docs,
-            n_samples=population_samples, seed=_child(root, _POPULATION_KEY),
-        )
-        report["paths"].append(report["population"]["path"])
-    if write_topics:
-        meta = {
-            "format": "streamtopic-synth-topics",
-            "format_version": 1,
-            "theta": spec,
-            "topics_source": source,
-            "model": None if model is None else os.path.abspath(os.fspath(model)),
-            "beta": float(beta) if source == "dirichlet" else None,
-            "planted_anchors": bool(planted_anchors),
-            "n_docs": report["n_docs"],
-            "doc_length": int(doc_length),
-            "poisson": bool(poisson),
-            "corpus": out_path,
-            "corpus_format": fmt,
-            "seed_entropy": None if entropy is None else str(int(entropy)),
-            "seed_spawn_key": report["seed_spawn_key"],
-        }
-        report["topics_path"] = save_topics(topics_path(out_path), A_true, terms,
-                                            anchors=anchors, meta=meta)
-        report["paths"].append(report["topics_path"])
-    report["seconds"] = time.perf_counter() - t0
-    return report
+def _write_population(pop_path: str, A: np.ndarray, law: Any, **kwargs: Any) -> dict[str, Any]:
+    """:func:`population_store` at ``pop_path``, replacing a store of a previous run."""
+    from .store import remove_store
+
+    if os.path.exists(pop_path):
+        remove_store(pop_path)
+    return population_store(pop_path, A, law, **kwargs)

@@ -204,7 +204,9 @@ class Tokenizer:
         try:
             regex = re.compile(self.token_pattern)
         except re.error as exc:
-            raise ValueError(f"token_pattern={self.token_pattern!r} is not a valid regex: {exc}")
+            raise ValueError(
+                f"token_pattern={self.token_pattern!r} is not a valid regex: {exc}"
+            ) from exc
         object.__setattr__(self, "_regex", regex)
         fast = _ASCII_DEFAULT if self.token_pattern == DEFAULT_TOKEN_PATTERN else None
         object.__setattr__(self, "_ascii_regex", fast)
@@ -276,7 +278,7 @@ class TermStats:
 
     def add_terms(self, terms: Sequence[str], df: np.ndarray, tf: np.ndarray) -> None:
         """Add per-term counts for the string terms ``terms``."""
-        for t, d, f in zip(terms, df.tolist(), tf.tolist()):
+        for t, d, f in zip(terms, df.tolist(), tf.tolist(), strict=True):
             self.df[t] += d
             self.tf[t] += f
 

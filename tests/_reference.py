@@ -8,6 +8,7 @@ import tarfile
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 
 TOKEN = re.compile(r"(?u)\b\w\w+\b")
 
@@ -74,3 +75,125 @@ def count_matrix(docs: list[list[str]]) -> tuple[sp.csr_matrix, list[str]]:
     )
     H.sum_duplicates()
     return H, list(index)
+
+
+# EM with a point estimate of θ: the refinement's reference (it runs CVB0, cvb0_estep)
+
+
+@njit(nogil=True, cache=True, fastmath=True)
+def em_theta(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    data: np.ndarray,
+    beta_t: np.ndarray,
+    alpha: float,
+    tol: float,
+    max_iter: int,
+    theta: np.ndarray,
+    warm: bool = False,
+) -> int:
+    """Topic proportions of each document with the topics fixed, by EM (in place).
+
+    θ_d ← (θ_d ⊙ Σ_w h_dw β_w / (θ_d·β_w) + α) / (n_d + Kα), from the uniform start (or, when
+    ``warm``, from the θ given), until no entry moves more than ``tol`` or ``max_iter``
+    iterations; a MAP estimate under a Dirichlet(1 + α) prior, unique for α > 0, so a warm
+    start changes only the work. Work is proportional to the documents' non-zeros, not to V.
+    Tokens of words that every topic gives probability 0 are left out (the normaliser is the
+    sum of the new entries, n_d + Kα less those tokens), so θ_d stays on the simplex.
+    Returns the number of iterations run, summed over the documents.
+
+    Parameters
+    ----------
+    indptr, indices, data : CSR arrays of the counts (n_docs × V).
+    beta_t : ndarray of shape (V, K), C-contiguous
+        The topics, word-major (β transposed).
+    alpha : float
+        Pseudo-count per topic.
+    tol : float
+    max_iter : int
+    theta : ndarray of shape (n_docs, K)
+        Output (and the start, when ``warm``).
+    warm : bool
+    """
+    K = beta_t.shape[1]
+    acc = np.empty(K)
+    total = 0
+    for d in range(indptr.size - 1):
+        p0, p1 = indptr[d], indptr[d + 1]
+        nd = 0.0
+        for e in range(p0, p1):
+            nd += data[e]
+        th = theta[d]
+        if not warm or nd == 0.0:
+            for k in range(K):
+                th[k] = 1.0 / K
+        if nd == 0.0:
+            continue
+        for _ in range(max_iter):
+            total += 1
+            for k in range(K):
+                acc[k] = 0.0
+            for e in range(p0, p1):
+                b = beta_t[indices[e]]
+                m = 0.0
+                for k in range(K):
+                    m += th[k] * b[k]
+                if m <= 1e-300:
+                    continue
+                r = data[e] / m
+                for k in range(K):
+                    acc[k] += r * b[k]
+            for k in range(K):
+                acc[k] = th[k] * acc[k] + alpha
+            s = 0.0  # = n_d + Kα, less the tokens no topic gives a probability
+            for k in range(K):
+                s += acc[k]
+            moved = 0.0
+            for k in range(K):
+                new = acc[k] / s
+                moved = max(moved, abs(new - th[k]))
+                th[k] = new
+            if moved < tol:
+                break
+    return total
+
+
+@njit(nogil=True, cache=True, fastmath=True)
+def em_expected_counts(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    data: np.ndarray,
+    beta_t: np.ndarray,
+    theta: np.ndarray,
+    out_t: np.ndarray,
+) -> float:
+    """Add Σ_d θ_dk h_dw / (θ_d·β_w) into ``out_t[w, k]`` (in place); returns Σ log(θ_d·β_w)
+    weighted by the counts (the documents' log-likelihood).
+
+    The expected topic-word counts of EM are then ``out_t ⊙ beta_t``.
+
+    Parameters
+    ----------
+    indptr, indices, data : CSR arrays of the counts (n_docs × V).
+    beta_t : ndarray of shape (V, K), C-contiguous
+    theta : ndarray of shape (n_docs, K)
+    out_t : ndarray of shape (V, K)
+    """
+    K = beta_t.shape[1]
+    loglik = 0.0
+    for d in range(indptr.size - 1):
+        th = theta[d]
+        for e in range(indptr[d], indptr[d + 1]):
+            w = indices[e]
+            b = beta_t[w]
+            m = 0.0
+            for k in range(K):
+                m += th[k] * b[k]
+            if m <= 1e-300:
+                continue
+            loglik += data[e] * np.log(m)
+            r = data[e] / m
+            o = out_t[w]
+            for k in range(K):
+                o[k] += r * th[k]
+    return loglik

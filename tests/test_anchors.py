@@ -9,14 +9,9 @@ import scipy.sparse as sp
 
 import streamtopic as st
 from streamtopic import synth
-from streamtopic.anchors import (
-    _cleanup_sweep,
-    find_anchors,
-    find_anchors_qr,
-    projection_block,
-    write_sketch,
-)
-from streamtopic.store import QBlocks
+from streamtopic.anchors import _cleanup_sweep, find_anchors, find_anchors_qr
+from streamtopic.passes import QBlocks
+from streamtopic.sketch import projection_block, write_sketch
 
 
 def _simplex_points(seed, K=6, d=30, n=400):

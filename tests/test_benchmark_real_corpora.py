@@ -12,7 +12,6 @@ import scipy.sparse as sp
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
 
 import real_corpora as rc
-
 import streamtopic
 from streamtopic.corpus import read_corpus
 from streamtopic.vocabulary import Tokenizer
@@ -60,7 +59,7 @@ def test_shared_tokens_match_the_store(tmp_path):
         vocab = fh.read().split("\n")[:-1]
     assert vocab == list(streamtopic.CooccurrenceStore.open(store).vocab)
     H_test = sp.load_npz(out["paths"]["test"])
-    row = dict(zip((vocab[i] for i in H_test[0].indices), H_test[0].data))
+    row = dict(zip((vocab[i] for i in H_test[0].indices), H_test[0].data, strict=True))
     assert row == {"banana": 1, "durian": 1, "apple": 1} and H_test.shape[0] == 2
     # identical tokens give an identical key whatever the ingest's time
     store2 = str(tmp_path / "s2.zarr")

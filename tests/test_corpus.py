@@ -13,9 +13,13 @@ import streamtopic as st
 from streamtopic.corpus import detect_format
 
 
-def test_detect_format_by_name_and_content(tmp_path, shared_data):
-    assert detect_format(str(shared_data / "uci-kos" / "docword.kos.txt.gz")) == "uci"
-    assert detect_format(str(shared_data / "20newsgroups" / "20news-bydate.tar.gz")) == "files"
+def test_detect_format_by_name_and_content(tmp_path, kos_docword):
+    assert detect_format(kos_docword) == "uci"
+    (tmp_path / "doc.txt").write_text("one document\n")
+    for name in ("docs.tar.gz", "docs.bin"):  # a tarball by its name, then by its content
+        with tarfile.open(tmp_path / name, "w:gz") as tf:
+            tf.add(tmp_path / "doc.txt", arcname="doc.txt")
+        assert detect_format(str(tmp_path / name)) == "files", name
     (tmp_path / "a.jsonl").write_text('{"text": "x"}\n')
     assert detect_format(str(tmp_path / "a.jsonl")) == "jsonl"
     (tmp_path / "noext").write_text('{"text": "hello"}\n')
@@ -124,7 +128,8 @@ def test_strip_headers_drops_the_leading_header_block(tmp_path):
         out = []
         for ch in corpus.iter_chunks():
             for row in ch.counts:
-                out.append({ch.terms[i]: int(c) for i, c in zip(row.indices, row.data)})
+                pairs = zip(row.indices, row.data, strict=True)
+                out.append({ch.terms[i]: int(c) for i, c in pairs})
         return out
 
     for path in (src, tmp_path / "t.tar.gz"):

@@ -16,16 +16,12 @@ V, K = 600, 8
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
+def corpus(tmp_path_factory, make_semi_synthetic_store):
     """A semi-synthetic corpus with known topics (planted anchors), ingested with its
     vocabulary, so that the refinement can read it back."""
     A, _ = synth.dirichlet_topics_with_anchors(V, K, beta=0.05, seed=5)
     d = tmp_path_factory.mktemp("defaults")
-    synth.write_corpus(str(d / "c.h5"), A, 4000, format="hdf5", alpha=0.1, doc_length=80,
-                       seed=6)
-    (d / "vocab.txt").write_text("\n".join(synth.default_vocab(V)) + "\n")
-    st.ingest(str(d / "c.h5"), d / "s.zarr", vocab=str(d / "vocab.txt"), progress=False)
-    return A, d / "s.zarr"
+    return A, make_semi_synthetic_store(d, A, 4000, doc_length=80, seed=6)
 
 
 def test_default_is_the_rectified_pipeline_on_a_core_then_refined(corpus):
@@ -201,8 +197,11 @@ def test_a_named_scheduler_runs_every_stage(monkeypatch, tmp_path):
 
 def test_exact_anchors_under_the_default_search_exact_rows(corpus):
     _, store_path = corpus
-    m = AnchorTopicModel(K, seed=0, exact_anchors=True, core_size=250).fit(store_path)
-    assert m.diagnostics_["settings"]["anchor_method"] == "sketch"
+    with pytest.warns(FutureWarning, match="exact_anchors"):
+        m = AnchorTopicModel(K, seed=0, exact_anchors=True, core_size=250).fit(store_path)
+    assert m.diagnostics_["settings"]["anchor_method"] == "exact"
+    again = AnchorTopicModel(K, seed=0, anchor_method="exact", core_size=250).fit(store_path)
+    np.testing.assert_array_equal(again.components_, m.components_)
     assert m.diagnostics_["cleanup_sweeps"] >= 1  # FastAnchorWords ran, on the exact rows
 
 

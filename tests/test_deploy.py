@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-import yaml  # noqa: E402  (a test dependency: a missing one is a failure, not a skip)
+import yaml  # a test dependency: a missing one is a failure, not a skip
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 BLAS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")

@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 import streamtopic as st
 from streamtopic.cli import main
 
 
-def test_split_is_deterministic_and_complete(shared_data, tmp_path):
+def test_split_is_deterministic_and_complete(kos_docword, tmp_path):
     runner = CliRunner()
-    docword = str(shared_data / "uci-kos" / "docword.kos.txt.gz")
+    docword = kos_docword
     res = runner.invoke(main, ["split", docword, "-o", str(tmp_path / "kos"), "--local",
                                "threads", "-q", "--test-fraction", "0.1"])
     assert res.exit_code == 0, res.output
@@ -30,9 +31,10 @@ def test_split_is_deterministic_and_complete(shared_data, tmp_path):
     assert out["n_test"] == n_test
 
 
-def test_evaluate_on_kos(shared_data, tmp_path):
+@pytest.mark.slow
+def test_evaluate_on_kos(kos_docword, tmp_path):
     runner = CliRunner()
-    docword = str(shared_data / "uci-kos" / "docword.kos.txt.gz")
+    docword = kos_docword
     assert runner.invoke(main, ["split", docword, "-o", str(tmp_path / "kos"), "-q"]).exit_code == 0
     res = runner.invoke(main, ["fit", str(tmp_path / "kos.train.h5"), "-k", "10", "-o",
                                str(tmp_path / "m.zarr"), "-q"])

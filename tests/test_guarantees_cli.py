@@ -40,13 +40,10 @@ WORDS = ["apple", "brook", "cedar", "delta", "ember", "fjord", "grove", "heron"]
 
 
 @pytest.fixture(scope="module")
-def pop_store(tmp_path_factory) -> Path:
+def pop_store(tmp_path_factory, make_population_store) -> Path:
     """A small population store (no ingest): V = 40 words, K = 3 planted topics."""
     A, _ = synth.dirichlet_topics_with_anchors(V, K, beta=0.05, seed=0)
-    d = tmp_path_factory.mktemp("pop")
-    Q = synth.population_cooccurrence(A, 0.1)
-    CooccurrenceStore.from_array(Q, synth.default_vocab(V), d / "pop.zarr", n_docs=10**6)
-    return d / "pop.zarr"
+    return make_population_store(tmp_path_factory.mktemp("pop") / "pop.zarr", A)
 
 
 @pytest.fixture(scope="module")

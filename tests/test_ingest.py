@@ -44,8 +44,10 @@ def _aligned_reference(H, terms, store):
 # ------------------------------------------------------------------------ exactness on real data
 
 
-def test_kos_matches_dense_reference(shared_data, tmp_path):
-    kos = shared_data / "uci-kos"
+@pytest.mark.slow
+def test_kos_matches_dense_reference(kos_dir, tmp_path, pair_kernels):
+    """KOS' Q equals a dense computation, with either pair kernel (C when built, numba)."""
+    kos = kos_dir
     report = st.ingest(str(kos / "docword.kos.txt.gz"), tmp_path / "kos.zarr", progress=False)
     store = st.CooccurrenceStore.open(tmp_path / "kos.zarr")
     H, terms = read_uci(str(kos / "docword.kos.txt.gz"), str(kos / "vocab.kos.txt"))
@@ -63,8 +65,9 @@ def test_kos_matches_dense_reference(shared_data, tmp_path):
     np.testing.assert_allclose(store.Q.sum().compute(), 1.0, rtol=1e-12)
 
 
-def test_20newsgroups_matches_dense_reference(shared_data, tmp_path):
-    tar = shared_data / "20newsgroups" / "20news-bydate.tar.gz"
+@pytest.mark.slow
+def test_20newsgroups_matches_dense_reference(newsgroups_tar, tmp_path):
+    tar = newsgroups_tar
     # the tokenisation the reference implements: scikit-learn's pattern on whole files
     legacy = Tokenizer(token_pattern=LEGACY_TOKEN_PATTERN, stop_words="none",
                        drop_encoded=False, drop_addresses=False)
@@ -104,7 +107,7 @@ def _write_all_formats(tmp_path, docs, vocab):
     entries = []
     for di, d in enumerate(docs):
         ids, cnt = np.unique([index[t] for t in d], return_counts=True)
-        entries += [(di + 1, i + 1, c) for i, c in zip(ids.tolist(), cnt.tolist())]
+        entries += [(di + 1, i + 1, c) for i, c in zip(ids.tolist(), cnt.tolist(), strict=True)]
     with open(tmp_path / "docword.syn.txt", "w") as fh:
         fh.write(f"{len(docs)}\n{len(vocab)}\n{len(entries)}\n")
         fh.writelines(f"{a} {b} {c}\n" for a, b, c in entries)
@@ -152,9 +155,10 @@ def test_every_format_gives_the_same_exact_q(tmp_path):
     assert store.vocab == st.CooccurrenceStore.open(tmp_path / "text.zarr").vocab
 
 
-def test_partitioning_does_not_change_q(shared_data, tmp_path):
+@pytest.mark.slow
+def test_partitioning_does_not_change_q(kos_dir, tmp_path):
     """Record-aligned splits: tiny partitions, plain and gzip files, all give the same Q."""
-    kos = shared_data / "uci-kos"
+    kos = kos_dir
     plain = tmp_path / "docword.kos.txt"
     with gzip.open(kos / "docword.kos.txt.gz", "rb") as src, open(plain, "wb") as dst:
         shutil.copyfileobj(src, dst)
@@ -172,7 +176,7 @@ def test_partitioning_does_not_change_q(shared_data, tmp_path):
 
 
 def test_gzip_text_splits_are_line_aligned(tmp_path):
-    lines = [f"doc{i} " + " ".join(["tok%d" % (i % 17)] * (1 + i % 5)) for i in range(5000)]
+    lines = [f"doc{i} " + " ".join([f"tok{i % 17}"] * (1 + i % 5)) for i in range(5000)]
     with gzip.open(tmp_path / "t.txt.gz", "wt") as fh:
         fh.write("\n".join(lines) + "\n")
     (tmp_path / "t.txt").write_text("\n".join(lines) + "\n")
@@ -292,10 +296,10 @@ def test_from_array_roundtrip(tmp_path):
 # ------------------------------------------------------------------------ command line
 
 
-def test_cli_ingest_and_info(shared_data, tmp_path):
+def test_cli_ingest_and_info(kos_docword, tmp_path):
     runner = CliRunner()
     store = tmp_path / "kos.zarr"
-    docword = str(shared_data / "uci-kos" / "docword.kos.txt.gz")
+    docword = kos_docword
     res = runner.invoke(main, ["ingest", docword, "--store", str(store), "--local", "threads"])
     assert res.exit_code == 0, res.output
     assert "3,430 documents" in res.output
@@ -311,10 +315,11 @@ def test_cli_ingest_and_info(shared_data, tmp_path):
     assert res.exit_code != 0 and "already ingested" in res.output
 
 
-def test_cli_local_cluster_equals_threads(shared_data, tmp_path):
+@pytest.mark.slow
+def test_cli_local_cluster_equals_threads(kos_docword, tmp_path):
     """The default local cluster (worker processes) gives exactly the threaded result."""
     runner = CliRunner()
-    docword = str(shared_data / "uci-kos" / "docword.kos.txt.gz")
+    docword = kos_docword
     res = runner.invoke(main, ["ingest", docword, "--store", str(tmp_path / "c.zarr"),
                                "--workers", "2"])
     assert res.exit_code == 0, res.output
@@ -324,15 +329,16 @@ def test_cli_local_cluster_equals_threads(shared_data, tmp_path):
     np.testing.assert_array_equal(a, b)
 
 
-def test_progress_bar_shown(shared_data, tmp_path, capsys):
-    st.ingest(str(shared_data / "uci-kos" / "docword.kos.txt.gz"), tmp_path / "p.zarr")
+def test_progress_bar_shown(kos_docword, tmp_path, capsys):
+    st.ingest(kos_docword, tmp_path / "p.zarr")
     err = capsys.readouterr().err
     assert "co-occurrence" in err and "100% Completed" in err
 
 
-def test_convert_then_ingest_hdf5(shared_data, tmp_path):
+@pytest.mark.slow
+def test_convert_then_ingest_hdf5(kos_docword, tmp_path):
     runner = CliRunner()
-    docword = str(shared_data / "uci-kos" / "docword.kos.txt.gz")
+    docword = kos_docword
     out = tmp_path / "kos.h5"
     res = runner.invoke(main, ["convert", docword, "-o", str(out), "--local", "threads", "-q"])
     assert res.exit_code == 0, res.output
@@ -346,10 +352,10 @@ def test_convert_then_ingest_hdf5(shared_data, tmp_path):
 
 
 @pytest.mark.parametrize("bounds", [(0, 40, 0, 60), (13, 37, 5, 59), (40, 60, 0, 20)])
-def test_accumulation_links_dense_and_sparse_paths_agree(bounds):
+def test_accumulation_links_dense_and_sparse_paths_agree(bounds, pair_kernels):
     """A chain link adds the partition's Σ_d w_d h_d h_dᵀ on its rectangle, whether its running
-    sum is dense (the compiled pair kernel) or sparse (scipy's product), in any order."""
-    from streamtopic.cooccurrence import _accumulate_piece, _make_part
+    sum is dense (the pair kernel, C or numba) or sparse (scipy's product), in any order."""
+    from streamtopic.cooccurrence import _accumulate_piece, _weighted_docs
 
     rng = np.random.default_rng(3)
     H = sp.random(200, 60, density=0.15, format="csr", random_state=4,
@@ -362,7 +368,7 @@ def test_accumulation_links_dense_and_sparse_paths_agree(bounds):
     want = full[r0:r1, c0:c1]
     # two partitions, shuffled columns within rows: the part sorts them
     halves = [H[:100], H[100:]]
-    parts = [_make_part(h)[0] for h in halves]
+    parts = [_weighted_docs(h)[0] for h in halves]
     dense = _accumulate_piece(np.zeros((r1 - r0, c1 - c0)), parts[0], bounds)
     dense = _accumulate_piece(dense, parts[1], bounds)
     np.testing.assert_allclose(dense, want, rtol=1e-13, atol=1e-16)
@@ -379,45 +385,71 @@ def test_accumulation_links_dense_and_sparse_paths_agree(bounds):
 
 
 def _random_part(seed: int, n_docs: int = 300, V: int = 700):
-    from streamtopic.cooccurrence import _make_part
+    from streamtopic.cooccurrence import _weighted_docs
 
     rng = np.random.default_rng(seed)
     H = sp.random(n_docs, V, density=0.03, format="csr", random_state=seed,
                   data_rvs=lambda n: rng.integers(1, 5, n).astype(float))
     H = H[np.asarray(H.sum(axis=1)).ravel() >= 2]
-    return H, _make_part(H)[0]
+    return H, _weighted_docs(H)[0]
 
 
-@pytest.mark.parametrize("bounds", [(0, 700, 0, 700), (0, 300, 300, 700), (650, 700, 0, 10),
-                                    (100, 101, 100, 101), (5, 600, 590, 600)])
-def test_compiled_pair_kernel_equals_numba_and_scipy(bounds):
-    """The C pair kernels (``streamtopic._pairs``, what ingest uses) give exactly the numba
-    kernels' sums and pair counts (same order of additions), and scipy's product to 1e-13."""
-    import streamtopic._pairs as c_kernels
-    from streamtopic import _kernels as numba_kernels
-    from streamtopic.cooccurrence import pair_kernels
+PAIR_BOUNDS = [(0, 700, 0, 700), (0, 300, 300, 700), (650, 700, 0, 10), (100, 101, 100, 101),
+               (5, 600, 590, 600)]
 
-    assert pair_kernels() == (c_kernels.add_pairs_dense, c_kernels.count_pairs)
+
+@pytest.mark.parametrize("bounds", PAIR_BOUNDS)
+def test_pair_kernel_equals_scipy(bounds, pair_kernels):
+    """Each pair-kernel implementation (the C extension when built, the numba fallback
+    always) adds scipy's product to 1e-13, into what is there, and counts the pairs."""
     H, part = _random_part(7)
     r0, r1, c0, c1 = bounds
-    args = (part.indptr, part.indices, part.data, part.w, r0, r1, c0, c1)
     got = np.full((r1 - r0, c1 - c0), 0.5)  # adds into what is there
-    ref = got.copy()
-    c_kernels.add_pairs_dense(got, *args)
-    numba_kernels.add_pairs_dense(ref, *args)
-    assert np.array_equal(got, ref)
+    pair_kernels.add_pairs_dense(got, part.indptr, part.indices, part.data, part.w,
+                                 r0, r1, c0, c1)
     n = np.asarray(H.sum(axis=1)).ravel()
     full = (H.T @ sp.diags(1.0 / (n * (n - 1))) @ H).toarray()
     np.testing.assert_allclose(got - 0.5, full[r0:r1, c0:c1], rtol=1e-13, atol=1e-16)
-    count = c_kernels.count_pairs(part.indptr, part.indices, r0, r1, c0, c1)
-    assert count == numba_kernels.count_pairs(part.indptr, part.indices, r0, r1, c0, c1)
+    count = pair_kernels.count_pairs(part.indptr, part.indices, r0, r1, c0, c1)
     Hd = (H > 0).astype(np.int64)
     assert count == int((Hd[:, r0:r1].T @ Hd[:, c0:c1]).sum())
 
 
-def test_compiled_pair_kernel_rejects_bad_arrays():
+@pytest.mark.parametrize("bounds", PAIR_BOUNDS)
+def test_compiled_pair_kernel_equals_numba(bounds, compiled_pairs):
+    """The C pair kernels (``streamtopic._pairs``, what ingest uses when built) give exactly
+    the numba kernels' sums and pair counts (same order of additions)."""
+    from streamtopic import _kernels as numba_kernels
+    from streamtopic.cooccurrence import pair_kernels
+
+    c_kernels = compiled_pairs
+    assert pair_kernels() == (c_kernels.add_pairs_dense, c_kernels.count_pairs)
+    _, part = _random_part(7)
+    r0, r1, c0, c1 = bounds
+    args = (part.indptr, part.indices, part.data, part.w, r0, r1, c0, c1)
+    got = np.full((r1 - r0, c1 - c0), 0.5)
+    ref = got.copy()
+    c_kernels.add_pairs_dense(got, *args)
+    numba_kernels.add_pairs_dense(ref, *args)
+    assert np.array_equal(got, ref)
+    count = c_kernels.count_pairs(part.indptr, part.indices, r0, r1, c0, c1)
+    assert count == numba_kernels.count_pairs(part.indptr, part.indices, r0, r1, c0, c1)
+
+
+def test_pair_kernels_fall_back_to_numba(monkeypatch):
+    """Without the C extension (no compiler at install), ingest takes the numba kernels."""
+    import sys
+
+    from streamtopic import _kernels as numba_kernels
+    from streamtopic.cooccurrence import pair_kernels
+
+    monkeypatch.setitem(sys.modules, "streamtopic._pairs", None)  # import fails
+    assert pair_kernels() == (numba_kernels.add_pairs_dense, numba_kernels.count_pairs)
+
+
+def test_compiled_pair_kernel_rejects_bad_arrays(compiled_pairs):
     """Wrong dtypes, shapes or unsorted ids are errors, never out-of-bounds writes."""
-    from streamtopic._pairs import add_pairs_dense, count_pairs
+    add_pairs_dense, count_pairs = compiled_pairs.add_pairs_dense, compiled_pairs.count_pairs
 
     _, part = _random_part(8, n_docs=50, V=100)
     ok = (part.indptr, part.indices, part.data, part.w)

@@ -25,6 +25,8 @@ import streamtopic
 from streamtopic import CooccurrenceStore
 from streamtopic._locking import is_locked
 
+pytestmark = pytest.mark.slow  # every test here kills a process mid-ingest (seconds each)
+
 V = 2000
 WORDS_PER_LINE = 20
 N_SMALL = 5_000  # first corpus: the existing store

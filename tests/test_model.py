@@ -44,6 +44,7 @@ def population_store(truth, tmp_path_factory):
     return d / "pop.zarr"
 
 
+@pytest.mark.slow
 def test_semi_synthetic_accuracy(truth, semi_store):
     A, _ = truth
     l1 = {}
@@ -60,7 +61,7 @@ def test_semi_synthetic_accuracy(truth, semi_store):
 
 def test_infinite_data_recovers_planted_anchors_and_topics(truth, population_store):
     A, anchors = truth
-    for kw in ({}, {"exact_anchors": True}, {"recover": "original"}):
+    for kw in ({}, {"anchor_method": "exact"}, {"recover": "original"}):
         m = AnchorTopicModel(K, method="plain", seed=0, **kw).fit(population_store)
         assert sorted(m.anchors_.tolist()) == sorted(anchors.tolist()), kw
         assert matched_l1(A, m.components_.T).mean <= 0.01, kw
@@ -107,12 +108,14 @@ def test_fit_is_deterministic_under_a_seed(semi_store):
     np.testing.assert_array_equal(a.components_, b.components_)
 
 
-@pytest.mark.parametrize("recover", ["l2", "kl", "original"])
+@pytest.mark.parametrize(
+    "recover", ["l2", pytest.param("kl", marks=pytest.mark.slow), "original"])
 def test_fit_from_the_store_equals_the_fit_in_memory(semi_store, recover):
     """memory_budget=1 keeps Q in the store: the graphs' tasks read its blocks themselves
     (the cluster's path); the default holds Q in memory. The models agree."""
     held = AnchorTopicModel(K, method="plain", seed=2, recover=recover).fit(semi_store)
-    stored = AnchorTopicModel(K, method="plain", seed=2, recover=recover, memory_budget=1).fit(semi_store)
+    stored = AnchorTopicModel(K, method="plain", seed=2, recover=recover,
+                              memory_budget=1).fit(semi_store)
     np.testing.assert_array_equal(stored.anchors_, held.anchors_)
     np.testing.assert_allclose(stored.components_, held.components_, rtol=0, atol=1e-12)
     np.testing.assert_allclose(stored.topic_cooccurrence_, held.topic_cooccurrence_,
@@ -158,7 +161,7 @@ def test_passes_over_q_read_the_blocks_on_and_above_the_diagonal(truth, tmp_path
     held in memory."""
     from collections import Counter
 
-    from streamtopic.store import QBlocks
+    from streamtopic.passes import QBlocks
 
     Q = synth.population_cooccurrence(truth[0], 0.1)
     store = st.CooccurrenceStore.from_array(Q, synth.default_vocab(V), tmp_path / "q.zarr",
@@ -192,8 +195,8 @@ def test_recovery_products_from_the_upper_blocks_equal_the_dense_ones(tmp_path):
     import dask.array as da
     import zarr
 
-    from streamtopic.model import _RecoveryGraph
-    from streamtopic.store import QBlocks
+    from streamtopic.passes import QBlocks
+    from streamtopic.recovery import _RecoveryGraph
 
     rng = np.random.default_rng(3)
     M = rng.random((1100, 1100))
@@ -206,7 +209,8 @@ def test_recovery_products_from_the_upper_blocks_equal_the_dense_ones(tmp_path):
     for src in (QBlocks.from_zarr(path), QBlocks.from_memory(Q, 400)):
         g = _RecoveryGraph(src, np.arange(6) * 150, rows)
         Xd = da.from_array(X, chunks=(400, 6))
-        np.testing.assert_allclose(g.times(Xd).compute(scheduler="sync"), Q @ X, rtol=1e-12)
+        np.testing.assert_allclose(g.q_product(Xd).compute(scheduler="sync"), Q @ X,
+                                   rtol=1e-12)
         np.testing.assert_allclose(g.topic_topic(Xd).compute(scheduler="sync"), X.T @ Q @ X,
                                    rtol=1e-12)
         # the anchor columns from the upper blocks, in the anchors' order, with anchors in
@@ -228,7 +232,7 @@ def test_zero_rows_get_zero_mass_and_are_never_anchors(tmp_path):
     Q = synth.population_cooccurrence(A, 0.5)
     st.CooccurrenceStore.from_array(Q, [f"w{i:02d}" for i in range(40)], tmp_path / "z.zarr",
                                     n_docs=1000)
-    m = AnchorTopicModel(4, method="plain", seed=0, exact_anchors=True).fit(tmp_path / "z.zarr")
+    m = AnchorTopicModel(4, method="plain", seed=0, anchor_method="exact").fit(tmp_path / "z.zarr")
     assert not {5, 17} & set(m.anchors_.tolist())
     assert (m.components_[:, [5, 17]] == 0).all()
     assert np.isfinite(m.components_).all()
@@ -253,10 +257,10 @@ def test_bad_parameters_give_clear_errors(semi_store, tmp_path):
         AnchorTopicModel(3).top_words()
 
 
-def test_cli_fit_and_topics(shared_data, tmp_path):
+def test_cli_fit_and_topics(kos_docword, tmp_path):
     runner = CliRunner()
     out = tmp_path / "kos-model"
-    res = runner.invoke(main, ["fit", str(shared_data / "uci-kos" / "docword.kos.txt.gz"),
+    res = runner.invoke(main, ["fit", kos_docword,
                                "-k", "20", "-o", str(out), "-q", "--seed", "1"])
     assert res.exit_code == 0, res.output
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("topic")]

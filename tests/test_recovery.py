@@ -43,8 +43,8 @@ def test_project_simplex_matches_brute_force():
     Y = rng.normal(size=(30, 5)) * 2
     P = project_simplex(Y)
     assert np.allclose(P.sum(axis=1), 1.0) and (P >= 0).all()
-    for y, p in zip(Y, P):
-        ref = _scipy_simplex(lambda c: ((c - y) ** 2).sum(), 5)
+    for y, p in zip(Y, P, strict=True):
+        ref = _scipy_simplex(lambda c, y=y: ((c - y) ** 2).sum(), 5)
         assert np.abs(p - ref).max() < 1e-6
     # points already on the simplex are fixed
     X = rng.dirichlet(np.ones(5), size=10)
@@ -56,8 +56,8 @@ def test_l2_matches_scipy(seed):
     R, Q = _problem(seed)
     res = solve_l2(R @ R.T, Q @ R.T, (Q * Q).sum(axis=1), tol=1e-9)
     assert res.converged.all()
-    for q, c in zip(Q, res.C):
-        ref = _scipy_simplex(lambda x: ((q - x @ R) ** 2).sum(), R.shape[0])
+    for q, c in zip(Q, res.C, strict=True):
+        ref = _scipy_simplex(lambda x, q=q: ((q - x @ R) ** 2).sum(), R.shape[0])
         f_ours, f_ref = ((q - c @ R) ** 2).sum(), ((q - ref @ R) ** 2).sum()
         assert f_ours <= f_ref + 1e-12
         assert np.abs(c - ref).max() < 1e-4
@@ -73,8 +73,8 @@ def test_kl_matches_scipy(seed):
     def kl(q, c):
         return -(q * np.log(np.maximum(c @ R, 1e-300))).sum()
 
-    for q, c in zip(Q, res.C):
-        ref = _scipy_simplex(lambda x: kl(q, np.maximum(x, 0)), R.shape[0])
+    for q, c in zip(Q, res.C, strict=True):
+        ref = _scipy_simplex(lambda x, q=q: kl(q, np.maximum(x, 0)), R.shape[0])
         assert kl(q, c) <= kl(q, np.maximum(ref, 0)) + 1e-9
     assert np.allclose(res.C.sum(axis=1), 1.0) and (res.C >= 0).all()
 
@@ -327,22 +327,22 @@ def test_recovery_tasks_solve_in_small_sub_blocks_with_the_same_result(method, m
     """A recovery task solves its rows in sub-blocks whose (rows × K) arrays stay within
     ``SOLVE_BYTES`` (below glibc's mmap threshold, which Dask workers freeze); the rows are
     independent problems, so the answer equals one solve over the whole block."""
-    import streamtopic.model as model_mod
+    import streamtopic.recovery as recovery_mod
 
     R, Q = _problem(11, K=8, V=60, n=4000)
     norms = np.einsum("ij,ij->i", Q, Q)
     G, B = R @ R.T, Q @ R.T
-    whole = model_mod.KERNEL_SOLVERS[method](G, B, norms, tol=1e-9, max_iter=3000)
+    whole = recovery_mod.KERNEL_SOLVERS[method](G, B, norms, tol=1e-9, max_iter=3000)
     sizes = []
-    solver = model_mod.KERNEL_SOLVERS[method]
+    solver = recovery_mod.KERNEL_SOLVERS[method]
 
     def spy(G_, B_, norms_, **kw):
         sizes.append(B_.shape[0])
         return solver(G_, B_, norms_, **kw)
 
-    monkeypatch.setitem(model_mod.KERNEL_SOLVERS, method, spy)
-    out = model_mod._kernel_block(B, norms, G=G, tol=1e-9, max_iter=3000, method=method)
+    monkeypatch.setitem(recovery_mod.KERNEL_SOLVERS, method, spy)
+    out = recovery_mod._kernel_block(B, norms, G=G, tol=1e-9, max_iter=3000, method=method)
     assert len(sizes) > 1 and sum(sizes) == 4000
-    assert max(sizes) * 8 * 8 <= model_mod.SOLVE_BYTES
+    assert max(sizes) * 8 * 8 <= recovery_mod.SOLVE_BYTES
     np.testing.assert_allclose(out[:, :8], whole.C, atol=1e-12)
     np.testing.assert_array_equal(out[:, 8] > 0.5, whole.converged)

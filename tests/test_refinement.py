@@ -14,12 +14,14 @@ import scipy.sparse as sp
 import streamtopic as st
 import streamtopic.corpus as corpus_mod
 from streamtopic import synth
-from streamtopic._kernels import cvb0_estep, em_expected_counts, em_theta
+from streamtopic._kernels import cvb0_estep
 from streamtopic.corpus import read_corpus
 from streamtopic.inference import infer_topics
 from streamtopic.metrics import matched_l1
 from streamtopic.model import AnchorTopicModel, ModelError
 from streamtopic.refinement import ETA, RefineResult, refine_topics
+
+from ._reference import em_expected_counts, em_theta
 
 V, K = 500, 8
 N_RARE = 30  # extra words, each in one document only

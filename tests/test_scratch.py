@@ -34,18 +34,11 @@ KEY = "v000001-K{k}-ap-15-seed0"
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
+def built(tmp_path_factory, make_semi_synthetic_store) -> Path:
     """A small store (V = 300, 2,000 documents) with its recorded input, for refinement."""
-    import dask
-
     A, _ = synth.dirichlet_topics_with_anchors(V, K, beta=0.05, seed=0)
-    d = tmp_path_factory.mktemp("scratch-store")
-    synth.write_corpus(str(d / "c.h5"), A, 2000, format="hdf5", alpha=0.1, doc_length=50,
-                       seed=1)
-    (d / "vocab.txt").write_text("\n".join(synth.default_vocab(V)) + "\n")
-    with dask.config.set(scheduler="threads"):
-        st.ingest(str(d / "c.h5"), d / "s.zarr", vocab=str(d / "vocab.txt"), progress=False)
-    return d / "s.zarr"
+    return make_semi_synthetic_store(tmp_path_factory.mktemp("scratch-store"), A, 2000,
+                                     doc_length=50, seed=1)
 
 
 @pytest.fixture

@@ -11,9 +11,8 @@ import pytest
 import scipy.sparse as sp
 
 import streamtopic as st
-from streamtopic import read_corpus
+from streamtopic import read_corpus, synth
 from streamtopic.cooccurrence import document_cooccurrence
-from streamtopic import synth
 from streamtopic.synth import (
     LogisticNormal,
     default_vocab,
@@ -35,7 +34,9 @@ from streamtopic.synth import (
 from streamtopic.vocabulary import Tokenizer
 
 
-def _read_back(path: str | os.PathLike[str], terms: Sequence[str], **kwargs: object) -> sp.csr_matrix:
+def _read_back(
+    path: str | os.PathLike[str], terms: Sequence[str], **kwargs: object
+) -> sp.csr_matrix:
     """Read a corpus through ``read_corpus(...).iter_chunks()`` as a D×V matrix whose columns
     follow ``terms``."""
     vocab = np.asarray(terms, dtype=str)
@@ -309,7 +310,8 @@ def test_logistic_normal_documents(tmp_path: Path) -> None:
     law = LogisticNormal(rho=0.1, group_size=5)
     H = sample_documents(A, 3000, doc_length=30, seed=4, theta=law)
     assert H.shape == (3000, 200) and np.all(np.asarray(H.sum(axis=1)).ravel() == 30)
-    assert _same(H, sample_documents(A, 3000, doc_length=30, seed=4, theta="ln:rho=0.1,group_size=5"))
+    ln = sample_documents(A, 3000, doc_length=30, seed=4, theta="ln:rho=0.1,group_size=5")
+    assert _same(H, ln)
     assert not _same(H, sample_documents(A, 3000, doc_length=30, seed=4))  # Dirichlet
     blocks = list(iter_documents(A, 3000, doc_length=30, seed=4, theta=law, block_docs=999))
     assert _same(sp.vstack(blocks, format="csr"), H)
@@ -411,7 +413,7 @@ def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.
     vocab = [f"term{w}" for w in default_vocab(80)]  # letters only: text reads it back
     st.CooccurrenceStore.from_array(population_cooccurrence(A, 0.1), vocab, d / "pop.zarr",
                                     n_docs=10**6)
-    model = AnchorTopicModel(4, method="plain", exact_anchors=True, seed=0).fit(d / "pop.zarr")
+    model = AnchorTopicModel(4, method="plain", anchor_method="exact", seed=0).fit(d / "pop.zarr")
     model.save(d / "model.zarr")
     return d / "model.zarr", A
 
@@ -466,7 +468,8 @@ def test_synthesize_parallel_equals_serial(
     (tmp_path / "par").mkdir()
     (tmp_path / "ser").mkdir()
     ser_name = name if fmt != "jsonl" else "c.txt"  # write_corpus has no jsonl: compare text
-    ser = write_corpus(tmp_path / "ser" / ser_name, A, 1000, format=fmt if fmt != "jsonl" else "text",
+    ser = write_corpus(tmp_path / "ser" / ser_name, A, 1000,
+                       format=fmt if fmt != "jsonl" else "text",
                        block_docs=300, **kwargs)  # type: ignore[arg-type]
     seen: list[int] = []
     with dask.config.set(scheduler="threads"):
@@ -481,14 +484,16 @@ def test_synthesize_parallel_equals_serial(
         import json
 
         lines = (tmp_path / "par" / name).read_text().splitlines()
-        assert [json.loads(x)["text"] for x in lines] == (tmp_path / "ser" / "c.txt").read_text().splitlines()
+        serial = (tmp_path / "ser" / "c.txt").read_text().splitlines()
+        assert [json.loads(x)["text"] for x in lines] == serial
         assert _same(_read_back(tmp_path / "par" / name, default_vocab(150), format="jsonl"), H)
     elif fmt == "hdf5":
         assert _same(_read_back(tmp_path / "par" / name, default_vocab(150)), H)
     else:
         assert (tmp_path / "par" / name).read_bytes() == (tmp_path / "ser" / name).read_bytes()
     if fmt == "uci":
-        assert (tmp_path / "par" / "vocab.c.txt").read_bytes() == (tmp_path / "ser" / "vocab.c.txt").read_bytes()
+        vocab_files = [tmp_path / side / "vocab.c.txt" for side in ("par", "ser")]
+        assert vocab_files[0].read_bytes() == vocab_files[1].read_bytes()
     # the true topics reload exactly
     saved = load_topics(par["topics_path"])
     assert par["topics_path"] == str(tmp_path / "par" / name) + ".topics.npz"
@@ -545,6 +550,18 @@ def test_synthesize_random_topics_and_population(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="docword"):
         synthesize(tmp_path / "x.txt", A=A, n_docs=10, format="uci")
     assert not any(p.name.startswith("x") for p in tmp_path.iterdir())
+
+
+def test_synthesize_takes_a_generator_as_seed(tmp_path: Path) -> None:
+    """A Generator seeds through a few of its draws, recorded as a list of entropy words."""
+    out = synthesize(tmp_path / "g.txt", n_words=30, n_topics=3, n_docs=20, parallel=False,
+                     seed=np.random.default_rng(0))
+    assert isinstance(out["seed_entropy"], list) and len(out["seed_entropy"]) == 4
+    meta = load_topics(out["topics_path"])["meta"]
+    assert meta["seed_entropy"] == [str(e) for e in out["seed_entropy"]]
+    synthesize(tmp_path / "h.txt", n_words=30, n_topics=3, n_docs=20, parallel=False,
+               seed=np.random.default_rng(0))
+    assert (tmp_path / "g.txt").read_bytes() == (tmp_path / "h.txt").read_bytes()
 
 
 def test_infer_format() -> None:

@@ -29,7 +29,7 @@ def _doc_terms(corpus: st.Corpus) -> list[dict[str, int]]:
     out = []
     for ch in corpus.iter_chunks():
         for row in ch.counts:
-            out.append({ch.terms[i]: int(c) for i, c in zip(row.indices, row.data)})
+            out.append({ch.terms[i]: int(c) for i, c in zip(row.indices, row.data, strict=True)})
     return out
 
 

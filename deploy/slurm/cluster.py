@@ -1,4 +1,4 @@
-"""Start a Dask cluster on SLURM with dask-jobqueue, for streamtopic.
+r"""Start a Dask cluster on SLURM with dask-jobqueue, for streamtopic.
 
 Builds ``dask_jobqueue.SLURMCluster()`` from ``jobqueue.yaml`` (next to this script), submits
 ``--jobs`` worker jobs, writes a scheduler file and prints the scheduler's address and dashboard.
@@ -6,7 +6,8 @@ The scheduler lives in this process: keep it running while you work, then stop i
 or SIGTERM, which cancels the worker jobs. From another shell::
 
     streamtopic ingest CORPUS --store /shared/st.zarr --scheduler-file /shared/scheduler.json
-    streamtopic fit /shared/st.zarr -k 100 -o /shared/model.zarr --scheduler-file /shared/scheduler.json
+    streamtopic fit /shared/st.zarr -k 100 -o /shared/model.zarr \
+        --scheduler-file /shared/scheduler.json
 
 Run it on a login node (or inside a batch job, see streamtopic.sbatch), on a host the compute
 nodes can reach. ``--print-job-script`` shows the batch script of one worker job and exits

@@ -1,0 +1,95 @@
+"""Files written aside and renamed into place: a reader never sees a partial file.
+
+One helper for every output of the package (corpora, true topics, stores, models, rectified
+arrays, refinement's scratch files): write to a hidden name beside the target, in the same
+directory (so the rename is atomic), rename it into place when the writing succeeded, and
+remove it when it failed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["TargetExistsError", "temp_beside", "remove_path", "written_aside"]
+
+
+class TargetExistsError(FileExistsError):
+    """The target of :func:`written_aside` (``replace=False``) appeared while it was written."""
+
+
+def temp_beside(path: str | os.PathLike[str], tag: str = "partial") -> str:
+    """A fresh hidden name beside ``path``: ``DIR/.NAME.TAG-<12 hex digits>``. Nothing is
+    created there; the caller makes a file or a directory of it."""
+    path = os.fspath(path)
+    folder, name = os.path.split(path)
+    return os.path.join(folder, f".{name}.{tag}-{uuid.uuid4().hex[:12]}")
+
+
+def remove_path(path: str | os.PathLike[str]) -> None:
+    """Remove a file or a directory tree, if there is one (errors ignored)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+
+@contextmanager
+def written_aside(
+    path: str | os.PathLike[str],
+    *,
+    tag: str = "partial",
+    tmp: str | os.PathLike[str] | None = None,
+    replace: bool = True,
+) -> Iterator[str]:
+    """Yield a temporary path beside ``path`` to write a file or a directory to; when the
+    block ends without an error, rename it to ``path``, else remove it.
+
+    Parameters
+    ----------
+    path : path
+        The target.
+    tag : str
+        Part of the temporary name (:func:`temp_beside`): what it is, for debris collectors.
+    tmp : path, optional
+        Use this temporary path instead (in the same file system as ``path``).
+    replace : bool
+        Replace whatever is at ``path`` (a file atomically; a directory is removed first). With
+        ``False``, raise :class:`TargetExistsError` if something appeared at ``path`` (the
+        temporary path is removed).
+
+    Examples
+    --------
+    >>> with written_aside("out.npy") as tmp, open(tmp, "wb") as fh:  # doctest: +SKIP
+    ...     np.save(fh, array)
+    """
+    target = os.fspath(path)
+    aside = os.fspath(tmp) if tmp is not None else temp_beside(target, tag)
+    try:
+        yield aside
+        _rename_into_place(aside, target, replace)
+    finally:
+        if os.path.lexists(aside):
+            remove_path(aside)
+
+
+def _rename_into_place(aside: str, target: str, replace: bool) -> None:
+    if not replace:
+        try:
+            os.rename(aside, target)  # refuses a non-empty directory or a file there
+        except OSError as exc:
+            if os.path.lexists(target):
+                raise TargetExistsError(target) from exc
+            raise
+        return
+    if os.path.isdir(target) and not os.path.islink(target):
+        shutil.rmtree(target)
+    elif os.path.isdir(aside) and os.path.lexists(target):
+        os.remove(target)  # a directory cannot replace a file in one rename
+    os.replace(aside, target)

@@ -1,0 +1,175 @@
+"""Scoring a fitted model: unique top words, coherence and held-out log-likelihood.
+
+:func:`evaluate` gives the report ``streamtopic evaluate`` prints (and writes as JSON):
+
+* ``unique_words``: per topic, how many of its top N words are in no other topic's top N
+  (:func:`~streamtopic.metrics.unique_words`);
+* ``coherence``: the document co-occurrence coherence of each topic's top N words
+  (:func:`~streamtopic.metrics.coherence`) on a reference corpus, by default the training
+  inputs recorded in the model's store;
+* ``heldout``: the log-likelihood per token of held-out documents by document completion
+  (:func:`~streamtopic.inference.document_completion`), when they are given.
+
+Text is tokenised as the model's store tokenised its training text.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import ExitStack
+from dataclasses import replace
+from numbers import Integral
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ._params import Interval, validate_params
+
+if TYPE_CHECKING:
+    from .corpus import Corpus
+    from .model import AnchorTopicModel
+    from .store import CooccurrenceStore
+    from .vocabulary import Tokenizer
+
+__all__ = ["evaluate"]
+
+_PARAMS: dict[str, list[Any]] = {
+    "top_n": [Interval(Integral, 2, None)],
+    "seed": [Interval(Integral, 0, None)],
+    "strip_headers": ["boolean"],
+    "progress": ["boolean"],
+}
+
+def _model_store(model: AnchorTopicModel, stack: ExitStack) -> CooccurrenceStore | None:
+    """The store the model was fitted on, opened (and closed by ``stack``), if it is still
+    there."""
+    from .store import CooccurrenceStore
+
+    path = model.diagnostics_.get("store", {}).get("path")
+    if not path or not CooccurrenceStore.is_store(path):
+        return None
+    return stack.enter_context(CooccurrenceStore.open(path))
+
+
+def _tokenizer(store: CooccurrenceStore | None, stop_words: str | None) -> Tokenizer:
+    """The store's tokenizer (the default one without a store), with other stop words if
+    ``stop_words`` is given."""
+    from .vocabulary import Tokenizer
+
+    cfg = store.config.get("tokenizer") if store is not None else None
+    tokenizer = Tokenizer.from_config(cfg) if cfg else Tokenizer()
+    return tokenizer if stop_words is None else replace(tokenizer, stop_words=stop_words)
+
+
+def _as_corpus(inputs: Any, tokenizer: Tokenizer, strip_headers: bool) -> Corpus | None:
+    """``inputs`` read as a corpus (a Corpus as it is; None or no input: None)."""
+    from .corpus import Corpus, read_corpus
+
+    if inputs is None or isinstance(inputs, Corpus):
+        return inputs
+    paths = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    if not paths:
+        return None
+    return read_corpus([os.fspath(p) for p in paths], tokenizer=tokenizer,
+                       strip_headers=strip_headers)
+
+
+def _names(inputs: Any, corpus: Corpus) -> list[Any]:
+    """How the report names a corpus: its inputs as given, else its sources' paths."""
+    if isinstance(inputs, (str, os.PathLike)):
+        return [os.fspath(inputs)]
+    if inputs is not None and not hasattr(inputs, "sources"):
+        return [os.fspath(p) for p in inputs]
+    return [[s.path for s in corpus.sources]]
+
+
+def _coherence(model: AnchorTopicModel, order: np.ndarray, reference: Corpus,
+               progress: bool) -> dict[str, Any]:
+    from . import metrics
+
+    coh = metrics.coherence(order, reference, vocab=model.vocab_, progress=progress)
+    return {"mean": float(np.mean(coh)), "per_topic": coh.tolist()}
+
+
+def _heldout(model: AnchorTopicModel, heldout: Corpus, seed: int,
+             progress: bool) -> dict[str, Any]:
+    from .inference import document_completion
+
+    dc = document_completion(model, heldout, seed=seed, progress=progress)
+    return {"per_token": dc.per_token, "n_docs": dc.n_docs, "n_tokens": dc.n_tokens,
+            "n_oov_tokens": dc.n_oov_tokens}
+
+
+def evaluate(
+    model: AnchorTopicModel | str | os.PathLike[str],
+    *,
+    corpus: Any = None,
+    heldout: Any = None,
+    top_n: int = 20,
+    seed: int = 0,
+    stop_words: str | None = None,
+    strip_headers: bool = True,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Score a model: unique top words, coherence and held-out log-likelihood per token.
+
+    Parameters
+    ----------
+    model : AnchorTopicModel or path
+        A fitted model, or the path of a saved one.
+    corpus : path, list of paths or Corpus, optional
+        Reference corpus of the coherence. Default: the training inputs recorded in the
+        model's store, if the store and its inputs are still there (else no coherence).
+    heldout : path, list of paths or Corpus, optional
+        Held-out documents for the log-likelihood by document completion (none: no
+        ``heldout`` entry).
+    top_n : int
+        N, the top words per topic that are scored (>= 2).
+    seed : int
+        Seed of document completion's split of each document into halves.
+    stop_words : {'english', 'none'} or path, optional
+        Stop words for the text of ``corpus`` and ``heldout`` given as paths (default: as
+        the model's store was built).
+    strip_headers : bool
+        How files of ``corpus`` and ``heldout`` are read (see :func:`~streamtopic.ingest`);
+        the recorded training inputs are read as they were ingested.
+    progress : bool
+        Show progress bars.
+
+    Returns
+    -------
+    dict
+        ``model`` (its absolute path; None for a model object), ``n_topics``, ``top_n``,
+        ``unique_words`` (``mean``, ``per_topic``: K counts), and when computed
+        ``coherence`` (``mean``, ``per_topic``: K log-ratios, ``corpus``: its inputs) and
+        ``heldout`` (``per_token`` in nats, ``n_docs``, ``n_tokens``, ``n_oov_tokens``,
+        ``corpus``).
+    """
+    from . import metrics
+    from .corpus import recorded_corpus
+    from .model import AnchorTopicModel
+
+    validate_params(_PARAMS, {"top_n": top_n, "seed": seed, "strip_headers": strip_headers,
+                              "progress": progress})
+    path = None if isinstance(model, AnchorTopicModel) else os.path.abspath(model)
+    fitted = model if isinstance(model, AnchorTopicModel) else AnchorTopicModel.load(model)
+    fitted._check_fitted()
+    unique = metrics.unique_words(fitted.components_, top_n=top_n)
+    report: dict[str, Any] = {
+        "model": path, "n_topics": len(fitted.anchors_), "top_n": top_n,
+        "unique_words": {"mean": float(np.mean(unique)), "per_topic": unique.tolist()}}
+    order = np.argsort(-fitted.components_, axis=1, kind="stable")[:, :top_n]
+    with ExitStack() as stack:
+        store = _model_store(fitted, stack)
+        tokenizer = _tokenizer(store, stop_words)
+        reference = _as_corpus(corpus, tokenizer, strip_headers)
+        if reference is None and store is not None:
+            corpus, reference = None, recorded_corpus(store)
+        if reference is not None:
+            report["coherence"] = {**_coherence(fitted, order, reference, progress),
+                                   "corpus": _names(corpus, reference)}
+        docs = _as_corpus(heldout, tokenizer, strip_headers)
+        if docs is not None:
+            report["heldout"] = {**_heldout(fitted, docs, seed, progress),
+                                 "corpus": _names(heldout, docs)}
+    return report
