@@ -69,7 +69,7 @@ def written_aside(
     >>> with written_aside("out.npy") as tmp, open(tmp, "wb") as fh:  # doctest: +SKIP
     ...     np.save(fh, array)
     """
-    target = os.fspath(path)
+    target = os.path.normpath(os.fspath(path))  # "m.zarr/" is m.zarr, not a name inside it
     aside = os.fspath(tmp) if tmp is not None else temp_beside(target, tag)
     try:
         yield aside

@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._numeric import safe_inverse
+from .sketch import default_anchor_min_df, projection_block, write_sketch  # noqa: F401 (moved)
 
 __all__ = [
     "AnchorResult",

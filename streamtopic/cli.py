@@ -27,7 +27,7 @@ import click
 
 from .cluster import SCHEDULER_ENV
 from .cluster import scheduler as scheduler_context
-from .corpus import FORMATS, CorpusError, bundled_corpus
+from .corpus import FORMATS, CorpusError, bundled_corpus, detect_format
 from .store import StoreError
 
 __all__ = ["main", "run"]
@@ -330,8 +330,8 @@ def ingest(inputs: tuple[str, ...], store_path: str, skip_existing: bool, reader
 @_errors
 def info(store_path: str, as_json: bool) -> None:
     """Describe a co-occurrence store: V, documents, tokens, density, size, sources."""
-    from .rectification import cache_bytes, cache_entries
     from .store import CooccurrenceStore
+    from .workspace import cache_bytes, cache_entries
 
     summary = CooccurrenceStore.open(store_path).info()
     summary["cache_bytes"] = cache_bytes(store_path)
@@ -604,6 +604,10 @@ def _fit_reader(reader: _Ingest, input_format: str | None, source: str) -> _Inge
     if given and CooccurrenceStore.is_store(source):
         raise click.UsageError("--format names the format of raw input, and SOURCE is a "
                                "store; the model's format is --model-format")
+    if (given and reader.fmt == "hdf5" and os.path.isfile(source)
+            and detect_format(source) != "hdf5"):
+        raise click.UsageError(f"--format hdf5 reads SOURCE as an HDF5 corpus, and {source} "
+                               "is not one; the model's file format is --model-format")
     return reader
 
 
@@ -865,7 +869,7 @@ def demo_path() -> None:
 def clear_cache_cmd(store_path: str) -> None:
     """Remove the rectified arrays cached in the store STORE_PATH (fits running now keep
     theirs) and what killed fits left there; print what was freed."""
-    from .rectification import cache_entries, clear_cache
+    from .workspace import cache_entries, clear_cache
 
     before = cache_entries(store_path)
     freed = clear_cache(store_path)

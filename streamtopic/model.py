@@ -221,7 +221,7 @@ class AnchorTopicModel:
         Douglas–Rachford onto rank-K PSD, normalised, non-negative matrices. On the whole
         vocabulary the rectified Q is written to its own array in the store's cache (the raw
         Q is untouched; the cache is bounded, see
-        :func:`~streamtopic.rectification.cache_limit`) and reused by later fits with the
+        :func:`~streamtopic.workspace.cache_limit`) and reused by later fits with the
         same settings; in a read-only store it is written to ``scratch_dir`` and not kept.
         A core's is rectified in memory. Method's choice: 'ap' (rectified), 'none' (plain).
     rectify_iters : int
@@ -410,7 +410,7 @@ class AnchorTopicModel:
                 raise ValueError("exact_anchors and anchor_method='qr' are two exact methods; "
                                  "choose one")
             warnings.warn("exact_anchors=True is deprecated; use anchor_method='exact'",
-                          FutureWarning, stacklevel=3)
+                          FutureWarning, stacklevel=4)  # the caller of fit
         choices = METHODS[self.method]
         s = _Settings(**{k: v if getattr(self, k) is None else getattr(self, k)
                          for k, v in choices.items()})

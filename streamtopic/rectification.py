@@ -86,10 +86,9 @@ from typing import Any
 import numpy as np
 
 from ._io import written_aside
-from ._locking import FileLock, is_locked, owner_record
+from ._locking import FileLock, owner_record
 from ._params import Constraint, Interval, Options, check_param, validated
 from ._scratch import collect as _collect_debris
-from ._scratch import disk_bytes as _disk_bytes
 from ._scratch import hold as _hold
 from ._scratch import owned_dir as _owned_dir
 from ._scratch import owner_of as _owner_of
@@ -97,9 +96,19 @@ from ._scratch import release_owner as _release_owner
 from .passes import PassGraph, scratch_array, upper_blocks
 from .store import checksum_codecs
 
-__all__ = [
-    "RECTIFY_METHODS", "RectifyResult", "cache_bytes", "cache_entries", "clear_cache", "rectify",
-]
+__all__ = ["RECTIFY_METHODS", "RectifyResult", "rectify"]
+
+#: names of the store's cache of rectified arrays, now in :mod:`streamtopic.workspace`
+_MOVED = ("CACHE_DIR", "CacheEntry", "cache_bytes", "cache_entries", "cache_limit",
+          "clear_cache", "open_cache_entry")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:  # the cache moved to workspace (which imports this module)
+        from . import workspace
+
+        return getattr(workspace, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 RECTIFY_METHODS = ("none", "ap", "dr")
 
@@ -1022,7 +1031,7 @@ def _dr_ooc(engine: _DaskEngine, K: int, n_iter: int, rng: np.random.Generator, 
 
 #: Prefix of the out-of-core path's scratch directories (owned: see :mod:`._scratch`).
 WORK_PREFIX = ".rectify-scratch-"
-_WORK_RE = re.escape(WORK_PREFIX) + r"[0-9a-f]{12}"
+WORK_PATTERN = re.escape(WORK_PREFIX) + r"[0-9a-f]{12}"
 
 
 def _partial_re(out: str) -> str:
@@ -1050,7 +1059,7 @@ def _owned_partial(out: str) -> tuple[str, FileLock]:
 
 
 
-def _is_zarr_array(path: str) -> bool:
+def is_zarr_array(path: str) -> bool:
     try:
         with open(os.path.join(path, "zarr.json")) as fh:
             return json.load(fh).get("node_type") == "array"
@@ -1063,7 +1072,7 @@ def _chunk_files(path: str) -> int:
     return sum(len(files) for _, _, files in os.walk(os.path.join(path, "c")))
 
 
-def _is_complete(path: str) -> bool:
+def is_complete_array(path: str) -> bool:
     """Whether the rectified array at ``path`` still holds every chunk it was written with
     (a lost chunk would read as zeros; a corrupted one fails its checksum when read)."""
     try:
@@ -1169,7 +1178,7 @@ def _target(out: str | os.PathLike[str]) -> str:
     """``out`` as an absolute path, refused when it is anything but a zarr array, or part of
     a store's own data."""
     out = os.path.abspath(os.fspath(out))
-    if os.path.exists(out) and not _is_zarr_array(out):
+    if os.path.exists(out) and not is_zarr_array(out):
         raise ValueError(f"out={out}: exists and is not a zarr array; not overwritten")
     if _store_data(out):
         raise ValueError(f"out={out}: is part of a co-occurrence store's data; not overwritten")
@@ -1235,7 +1244,7 @@ def _rectify_into(tmp: str, src: _Source, K: int, method: str, n_iter: int,
     if in_memory:
         return _run_in_memory(src.Q, src.is_dask, K, method, n_iter, rng, run, tmp, progress)
     base = scratch or os.path.dirname(tmp)
-    _collect_debris(base, lambda n: re.fullmatch(_WORK_RE, n) is not None)
+    _collect_debris(base, lambda n: re.fullmatch(WORK_PATTERN, n) is not None)
     with _owned_dir(base, WORK_PREFIX) as workdir:
         Q = src.Q
         if not src.is_dask:
@@ -1456,268 +1465,3 @@ def _run_out_of_core(engine: _DaskEngine, K: int, method: str, n_iter: int,
     if n_iter > 0:
         engine.release(cur)
         engine.release(prev)
-
-
-# ============================================================================ the store's cache
-#
-# ``AnchorTopicModel`` keeps the rectified Q of a fit on the whole vocabulary in the store,
-# ``STORE/rectified/<key>`` (one zarr array per store version and settings,
-# ``v000003-K20-ap-15-seed0``), for later fits with the same settings. Each entry has a lock
-# file ``<key>.lock``: a fit holds it shared while it reads the entry, exclusive while it
-# writes it (the array is written to ``<key>.partial-*`` and renamed into place). An entry is
-# removed only by whoever takes its lock exclusively, so never while a live fit uses it; the
-# lock file's modification time is the entry's last use.
-
-#: The store's directory of rectified arrays.
-CACHE_DIR = "rectified"
-#: The cache's size bound is ``max(CACHE_MIN_BYTES, CACHE_Q_FACTOR × the bytes on disk of the
-#: blocks of Q the head reads)``.
-CACHE_MIN_BYTES = 256 * 2**20
-CACHE_Q_FACTOR = 2
-_LOCK_SUFFIX = ".lock"
-_KEY_RE = re.compile(r"v(\d+)-.+")
-
-
-def cache_limit(q_bytes: int) -> int:
-    """The byte bound of a store's cache of rectified arrays.
-
-    A rectified Q is dense (8 V² bytes, 512 MiB at V = 8,192) while the stored Q is sparse
-    and compressed, so one entry can outweigh the whole store. The cache keeps the most
-    recently used entries of the store's head version within
-    ``max(CACHE_MIN_BYTES, CACHE_Q_FACTOR · q_bytes)`` (256 MiB, or twice Q): a store whose
-    entries are small keeps several settings, one whose entries are large keeps one. The
-    entry a fit is using is always kept, even alone over the bound, as are the entries other
-    live fits use; entries of older versions of the store are removed once unused (fits read
-    the head version).
-
-    Parameters
-    ----------
-    q_bytes : int
-        Bytes on disk of the blocks of Q the head version reads
-        (:meth:`~streamtopic.store.CooccurrenceStore.q_bytes`).
-    """
-    return max(CACHE_MIN_BYTES, CACHE_Q_FACTOR * int(q_bytes))
-
-
-@dataclass
-class CacheEntry:
-    """A cache entry held by a fit: ``path`` (the zarr array), whether it already holds the
-    rectified Q (``reused``; else the holder writes it), and the lock kept until
-    :meth:`release`."""
-
-    path: str
-    reused: bool
-    lock: FileLock
-
-    def release(self) -> None:
-        self.lock.release()
-
-
-def _cache_root(store_path: str | os.PathLike[str]) -> tuple[str, int, int]:
-    """(the cache directory, the head version, its Q bytes) of the store at ``store_path``.
-
-    Raises
-    ------
-    StoreError
-        When ``store_path`` is not a store.
-    """
-    from .store import CooccurrenceStore
-
-    store = CooccurrenceStore.open(store_path, lease=False)
-    return os.path.join(store.path, CACHE_DIR), int(store.version), int(store.q_bytes())
-
-
-def _is_entry(root: str, name: str) -> bool:
-    return (not name.startswith(".") and ".partial-" not in name
-            and not name.endswith((_LOCK_SUFFIX, ".owner"))
-            and _is_zarr_array(os.path.join(root, name)))
-
-
-def _entries(root: str) -> list[dict[str, Any]]:
-    try:
-        names = sorted(os.listdir(root))
-    except OSError:
-        return []
-    out = []
-    for name in names:
-        if not _is_entry(root, name):
-            continue
-        path = os.path.join(root, name)
-        lock = path + _LOCK_SUFFIX
-        try:
-            used = os.stat(lock).st_mtime
-        except OSError:
-            try:
-                used = os.stat(path).st_mtime
-            except OSError:  # removed meanwhile
-                continue
-        m = _KEY_RE.fullmatch(name)
-        out.append({"key": name, "path": path, "bytes": _disk_bytes(path), "last_used": used,
-                    "version": int(m.group(1)) if m else None,
-                    "in_use": is_locked(lock)})
-    return out
-
-
-def cache_entries(store_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The rectified arrays cached in a store, most recently used first.
-
-    Parameters
-    ----------
-    store_path : path
-        The co-occurrence store.
-
-    Returns
-    -------
-    list of dict
-        Per entry: ``path``, ``key`` (``v<version>-K<K>-<method>-<iterations>-seed<seed>``),
-        ``version``, ``bytes`` on disk, ``last_used`` (seconds since the epoch) and
-        ``in_use`` (a live fit holds it).
-    """
-    root, _, _ = _cache_root(store_path)
-    return sorted(_entries(root), key=lambda e: -e["last_used"])
-
-
-def cache_bytes(store_path: str | os.PathLike[str]) -> int:
-    """Bytes on disk of a store's cache of rectified arrays (entries and partial ones)."""
-    root, _, _ = _cache_root(store_path)
-    return _disk_bytes(root) if os.path.isdir(root) else 0
-
-
-def _evict(root: str, key: str) -> int | None:
-    """Remove the entry ``key`` unless a live fit holds it: bytes freed, or None."""
-    path = os.path.join(root, key)
-    lock = _hold(path + _LOCK_SUFFIX)
-    if lock is None:
-        return None
-    try:
-        size = _disk_bytes(path)
-        shutil.rmtree(path, ignore_errors=True)
-        return 0 if os.path.exists(path) else size
-    finally:
-        _release_owner(lock)  # the lock file goes with its entry
-
-
-def _collect_cache(root: str) -> int:
-    """Remove the debris of dead fits in the cache directory: partial arrays (and scratch
-    directories) whose owner is dead, and lock files of missing entries that nobody holds."""
-    freed = _collect_debris(root, lambda n: (re.fullmatch(r".+\.partial-[0-9a-f]{8}", n) is not None
-                                      or re.fullmatch(_WORK_RE, n) is not None))
-    try:
-        names = set(os.listdir(root))
-    except OSError:
-        return freed
-    for name in sorted(names):
-        if name.endswith(_LOCK_SUFFIX) and name[: -len(_LOCK_SUFFIX)] not in names:
-            lock = _hold(os.path.join(root, name))
-            if lock is not None:
-                if not os.path.exists(os.path.join(root, name[: -len(_LOCK_SUFFIX)])):
-                    _release_owner(lock)
-                else:  # written meanwhile
-                    lock.release()
-    return freed
-
-
-def _trim(root: str, version: int, limit: int, keep: set[str], reserve: int = 0) -> int:
-    """Bound the cache: remove unused entries of other versions, then the least recently
-    used ones until the rest (plus ``reserve`` bytes about to be written) fits ``limit``;
-    entries in ``keep`` and those a live fit holds stay. Bytes freed."""
-    freed = 0
-    rest = []
-    for e in sorted(_entries(root), key=lambda e: e["last_used"]):
-        if e["key"] not in keep and e["version"] != version:
-            f = _evict(root, e["key"])
-            if f is not None:
-                freed += f
-                continue
-        rest.append(e)
-    total = reserve + sum(e["bytes"] for e in rest)
-    for e in rest:  # least recently used first
-        if total <= limit:
-            break
-        if e["key"] in keep:
-            continue
-        f = _evict(root, e["key"])
-        if f is not None:
-            freed += f
-            total -= e["bytes"]
-    return freed
-
-
-def clear_cache(store_path: str | os.PathLike[str]) -> int:
-    """Remove the cached rectified arrays of the store at ``store_path``, except those live
-    fits are using or writing, and the debris of dead fits; returns the bytes freed.
-
-    Raises
-    ------
-    StoreError
-        When ``store_path`` is not a store.
-    PermissionError
-        When the cache directory cannot be written.
-    """
-    root, _, _ = _cache_root(store_path)
-    if not os.path.isdir(root):
-        return 0
-    if not os.access(root, os.W_OK):
-        raise PermissionError(f"{root}: cannot clear the cache (not writable)")
-    freed = _collect_cache(root)
-    for e in _entries(root):
-        f = _evict(root, e["key"])
-        freed += f or 0
-    return freed
-
-
-def open_cache_entry(store_path: str, key: str, *, version: int, limit: int,
-                     reserve: int = 0) -> CacheEntry | None:
-    """The cache entry ``key`` of the store at ``store_path``, held for a fit.
-
-    Debris of dead fits is collected, and the cache bounded (:func:`cache_limit`; ``reserve``
-    bytes of a new entry counted), keeping this entry.
-
-    Parameters
-    ----------
-    store_path : str
-        The store (already opened by the caller).
-    key : str
-        The entry's name.
-    version : int
-        The store's head version (entries of others are removed once unused).
-    limit : int
-        The cache's byte bound.
-    reserve : int
-        Bytes the entry will take if it is written.
-
-    Returns
-    -------
-    CacheEntry or None
-        Held shared when it exists (``reused``), exclusive when the caller is to write it;
-        None when it cannot be used: the store is read-only, or another fit is writing it
-        (the caller then rectifies into its own scratch, without caching).
-    """
-    root = os.path.join(store_path, CACHE_DIR)
-    try:
-        os.makedirs(root, exist_ok=True)
-    except OSError:
-        return None
-    _collect_cache(root)
-    path = os.path.join(root, key)
-    lpath = path + _LOCK_SUFFIX
-    entry = None
-    if _is_zarr_array(path):
-        lock = _hold(lpath, shared=True)
-        if lock is not None and _is_complete(path):  # not removed before we held it
-            entry = CacheEntry(path, True, lock)
-        elif lock is not None:
-            lock.release()
-    if entry is None:
-        lock = _hold(lpath, record=owner_record())
-        if lock is None:
-            return None
-        if _is_zarr_array(path) and not _is_complete(path):  # lost chunks: write it anew
-            shutil.rmtree(path, ignore_errors=True)
-        entry = CacheEntry(path, _is_complete(path), lock)  # written meanwhile: reused
-    try:
-        os.utime(lpath)  # the entry's last use
-    except OSError:
-        pass
-    _trim(root, version, limit, {key}, 0 if entry.reused else reserve)
-    return entry

@@ -276,7 +276,7 @@ def _batch_size(weight: np.ndarray, taken: int, tokens: float, target: float) ->
     return int(min(left, np.searchsorted(np.cumsum(weight[taken:]), need) + 1))
 
 
-def _cache_sample(corpus: Any, vocab_d: Any, sample_tokens: float, seed: int,
+def _cache_sample(corpus: Any, vocab_d: Any, sample_tokens: float, seed: int | None,
                   progress: bool) -> tuple[np.ndarray, list[Any], np.ndarray]:
     """Read whole partitions, in an order random under ``seed``, until ``sample_tokens``
     tokens; each is tokenised once and persisted as :class:`_Docs`.
@@ -399,7 +399,7 @@ _PARAMS: dict[str, list[Constraint]] = {
     "sample_tokens": [Interval(Integral, 1, None), None],  # None: the whole corpus
     "alpha": [Interval(Real, 0, None, closed="neither")],
     "eta": [Interval(Real, 0, None, closed="neither")],
-    "seed": [Interval(Integral, 0, None)],
+    "seed": [Interval(Integral, 0, None), None],
     "scratch": ["path", None],
     "progress": ["boolean"],
 }
@@ -428,7 +428,7 @@ def refine_topics(
     sample_tokens: int | None = SAMPLE_TOKENS,
     alpha: float = ALPHA,
     eta: float = ETA,
-    seed: int = 0,
+    seed: int | None = 0,
     scratch: str | None = None,
     progress: bool = False,
 ) -> RefineResult:
@@ -463,8 +463,8 @@ def refine_topics(
     alpha, eta : float
         Pseudo-counts of the documents' topic counts (per topic) and of the topics (per
         word).
-    seed : int
-        Seed of the sample's partitions.
+    seed : int or None
+        Seed of the sample's partitions (None: fresh entropy).
     scratch : str, optional
         Directory for the topics the workers read (default: a temporary directory); shared
         by the workers on a cluster. A subdirectory ``.streamtopic-refine-*`` is made,

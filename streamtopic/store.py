@@ -62,16 +62,6 @@ def _version_number(name: str) -> int | None:
     return None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class _WriterLock:
     """The store's writer lock: an exclusive ``flock`` on ``STORE/.streamtopic.lock``.
 
@@ -106,6 +96,9 @@ class _WriterLock:
 
 
 _READERS = "readers"
+#: Seconds after which a lease that this writer cannot probe (another user's, unreadable) no
+#: longer keeps anything: it cannot block collection for ever.
+STALE_LEASE = 86400.0
 
 
 class _Lease:
@@ -178,7 +171,13 @@ def live_leases(root: str, *, collect: bool = False) -> list[int] | None:
                 continue
             if not entry.name.endswith(".json"):
                 continue
-            if not is_locked(entry.path):
+            try:
+                locked = is_locked(entry.path)
+            except PermissionError:  # another user's lease: live unless a day old
+                if _age(entry.path) > STALE_LEASE:
+                    continue
+                raise
+            if not locked:
                 if collect:
                     _remove_quietly(entry.path)
                 continue

@@ -298,3 +298,26 @@ def test_directories_skip_symbolic_links_as_tar_archives_do(tmp_path):
         assert sum(c.n_docs for c in chunks) == 2  # a.txt and sub/b.txt
         terms = {t for c in chunks for t in c.terms}
         assert terms == {"apple", "brook", "cedar", "delta", "ember", "fjord"}
+
+
+def test_written_aside_takes_a_directory_path_with_a_trailing_slash(tmp_path):
+    """``-o m.zarr/`` names m.zarr: the temporary path is beside it, not inside it."""
+    from streamtopic._io import written_aside
+
+    with written_aside(str(tmp_path / "m.zarr") + "/") as tmp:
+        os.makedirs(tmp)
+        with open(os.path.join(tmp, "x"), "w") as fh:
+            fh.write("1")
+    assert (tmp_path / "m.zarr" / "x").read_text() == "1"
+    assert sorted(os.listdir(tmp_path)) == ["m.zarr"]
+
+
+def test_fit_format_hdf5_on_text_names_model_format(tmp_path):
+    """``fit --format`` is the input's format (as on every command); the old meaning, the
+    model's file format, now ``--model-format``, is named when ``--format hdf5`` meets text."""
+    text = tmp_path / "notes.txt"
+    text.write_text("alpha beta gamma\nbeta gamma delta\n")
+    r = CliRunner().invoke(cli_main, ["fit", str(text), "-k", "2", "-o", str(tmp_path / "m.h5"),
+                                  "--format", "hdf5"])
+    assert r.exit_code == 2 and "--model-format" in r.output
+    assert not (tmp_path / "m.h5.store").exists()

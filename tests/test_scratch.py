@@ -320,17 +320,17 @@ def test_fits_collect_the_debris_of_killed_fits(store, tmp_path):
 def test_the_rectified_cache_is_bounded_listed_and_cleared(store, monkeypatch):
     """Point 11: the cache keeps the most recently used entries within its bound (the entry
     in use always), lists them, and is cleared except for an entry a live fit holds."""
-    from streamtopic import rectification
+    from streamtopic import workspace
 
     entry = 8 * V * V  # one rectified Q (uncompressed, dense)
-    monkeypatch.setattr(rectification, "CACHE_MIN_BYTES", int(2.5 * entry))
-    monkeypatch.setattr(rectification, "CACHE_Q_FACTOR", 0)
+    monkeypatch.setattr(workspace, "CACHE_MIN_BYTES", int(2.5 * entry))
+    monkeypatch.setattr(workspace, "CACHE_Q_FACTOR", 0)
 
     def fit(k: int) -> dict:
         return AnchorTopicModel(k, seed=0, **PLAIN_AP).fit(store).diagnostics_["rectification"]
 
     def keys() -> list[str]:
-        return [e["key"] for e in rectification.cache_entries(store)]  # most recent first
+        return [e["key"] for e in workspace.cache_entries(store)]  # most recent first
 
     fit(3)
     fit(4)
@@ -338,36 +338,36 @@ def test_the_rectified_cache_is_bounded_listed_and_cleared(store, monkeypatch):
     assert fit(3)["reused"] is True  # K = 3 becomes the most recently used
     fit(5)  # the least recently used (K = 4) makes room
     assert keys() == [KEY.format(k=5), KEY.format(k=3)]
-    entries = rectification.cache_entries(store)
+    entries = workspace.cache_entries(store)
     assert all(e["bytes"] >= entry and not e["in_use"] and e["version"] == 1 for e in entries)
-    total = rectification.cache_bytes(store)
+    total = workspace.cache_bytes(store)
     assert total == sum(e["bytes"] for e in entries) + sum(
         os.path.getsize(store / "rectified" / f) for f in os.listdir(store / "rectified")
         if f.endswith(".lock"))
 
     # a bound below one entry keeps the entry in use only
-    monkeypatch.setattr(rectification, "CACHE_MIN_BYTES", entry // 2)
+    monkeypatch.setattr(workspace, "CACHE_MIN_BYTES", entry // 2)
     assert fit(6)["cached"] is True
     assert keys() == [KEY.format(k=6)]
 
     # info shows the cache; clear-cache keeps what a live fit holds
     r = CliRunner().invoke(main, ["info", str(store), "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["cache_bytes"] == rectification.cache_bytes(store) > entry
+    assert json.loads(r.output)["cache_bytes"] == workspace.cache_bytes(store) > entry
     r = CliRunner().invoke(main, ["info", str(store)])
     assert "rectified cache" in r.output and " in 1 array (" in r.output
     held = FileLock(str(store / "rectified" / (KEY.format(k=6) + ".lock")), shared=True)
     assert held.acquire()
     try:
-        assert rectification.cache_entries(store)[0]["in_use"] is True
-        assert rectification.clear_cache(store) == 0
+        assert workspace.cache_entries(store)[0]["in_use"] is True
+        assert workspace.clear_cache(store) == 0
         assert keys() == [KEY.format(k=6)]
     finally:
         held.release()
     r = CliRunner().invoke(main, ["clear-cache", str(store)])
     assert r.exit_code == 0, r.output
     assert f"removed {KEY.format(k=6)}" in r.output and "freed" in r.output
-    assert keys() == [] and rectification.cache_bytes(store) == 0
-    assert rectification.clear_cache(store) == 0
+    assert keys() == [] and workspace.cache_bytes(store) == 0
+    assert workspace.clear_cache(store) == 0
     # the store is intact: the next fit rectifies again
     assert fit(6)["reused"] is False
