@@ -53,6 +53,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import scipy.sparse as sp
 
+from . import _gzindex
 from ._io import written_aside
 from .vocabulary import TermStats, Tokenizer, read_vocab_file
 
@@ -376,8 +377,14 @@ def _open_stream(path: str) -> BinaryIO:
     return open(path, "rb")
 
 
-def _read_range(path: str, start: int, stop: int) -> bytes:
-    """Bytes [start, stop) of the (decompressed) content of ``path``."""
+def _read_range(path: str, start: int, stop: int, index: str | None = None) -> bytes:
+    """Bytes [start, stop) of the (decompressed) content of ``path``; a gzip file with its
+    seek-point ``index`` (see :mod:`streamtopic._gzindex`) is entered near ``start``, else it
+    is decompressed from its start."""
+    if index is not None:
+        got = _gzindex.read_range(path, index, start, stop)
+        if got is not None:
+            return got
     try:
         with _open_stream(path) as fh:
             if not fh.seekable() or _compression(path) is not None:
@@ -409,17 +416,18 @@ def _line_of_offset(path: str, offset: int) -> int:
 
 
 def _line_splits(
-    path: str, start: int, blocksize: int, key: Any = None
-) -> tuple[list[int], list[int], int]:
+    path: str, start: int, blocksize: int, key: Any = None, spacing: int | None = None
+) -> tuple[list[int], list[int], int, str | None]:
     """Record-aligned split offsets of the content from ``start`` on.
 
     A record is a line, or with ``key`` (a function of a line) a run of consecutive lines with
-    equal key (a UCI document). Returns (offsets, first line number of each range, total size).
-    Plain files are split with seeks; gzip files with one streaming scan.
+    equal key (a UCI document). Returns (offsets, first line number of each range, total size,
+    seek-point index file or None). Plain files are split with seeks; gzip files with one
+    streaming scan, which also builds their index of seek points when ``spacing`` is given.
     """
     if not _is_gzip(path):
-        return _seek_splits(path, start, blocksize, key)
-    return _gzip_splits(path, start, blocksize, key)
+        return (*_seek_splits(path, start, blocksize, key), None)
+    return _gzip_splits(path, start, blocksize, key, spacing)
 
 
 def _seek_splits(
@@ -445,18 +453,22 @@ def _seek_splits(
 
 
 def _gzip_splits(
-    path: str, start: int, blocksize: int, key: Any
-) -> tuple[list[int], list[int], int]:
+    path: str, start: int, blocksize: int, key: Any, spacing: int | None = None
+) -> tuple[list[int], list[int], int, str | None]:
     """:func:`_line_splits` of a gzip file: one streaming scan over the decompressed data, in
-    large blocks; Python only looks at the lines around each split point."""
+    large blocks; Python only looks at the lines around each split point. With ``spacing``,
+    the scan records a seek point every ``spacing`` bytes and saves them as the file's index
+    (:mod:`streamtopic._gzindex`)."""
     offsets = [start]
     lines: list[int] = []
     pos = 0  # decompressed offset of buf[0]
     lineno = 1  # line number of buf[0]
     next_target = start + blocksize
     buf = b""
+    index = None
     try:
-        with gzip.open(path, "rb") as fh:
+        opened = gzip.open(path, "rb") if spacing is None else _gzindex.open_scan(path, spacing)
+        with opened as fh:
             while True:
                 block = fh.read(2**22)
                 buf += block
@@ -481,12 +493,14 @@ def _gzip_splits(
                     lineno += buf.count(b"\n", 0, keep_from)
                     pos += keep_from
                     buf = buf[keep_from:]
-    except (OSError, EOFError, zlib.error) as exc:
+            if spacing is not None:
+                index = _gzindex.save(fh, path)
+    except (OSError, EOFError, zlib.error, ValueError) as exc:
         raise CorpusError(path, f"cannot decompress gzip data: {exc}", offset=pos) from exc
     if not lines:
         lines.append(lineno)
     offsets.append(total)
-    return offsets, lines, total
+    return offsets, lines, total, index
 
 
 def _tail_start(buf: bytes, target: int) -> int:
@@ -592,7 +606,7 @@ class _ChunkBuilder:
 
 
 def _read_text_part(part: _PartitionPlan, tokenizer: Tokenizer) -> list[DocChunk]:
-    raw = _read_range(part.source.path, part.start, part.stop)
+    raw = _read_range(part.source.path, part.start, part.stop, part.opt("gzip_index"))
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
@@ -754,7 +768,7 @@ def _uci_key(line: bytes) -> bytes:
 def _read_uci_part(part: _PartitionPlan) -> list[DocChunk]:
     path = part.source.path
     D, W, NNZ, _ = _uci_header(path)
-    raw = _read_range(path, part.start, part.stop)
+    raw = _read_range(path, part.start, part.stop, part.opt("gzip_index"))
     arr = _parse_ints(raw)
     n_lines = raw.count(b"\n") + (0 if raw.endswith(b"\n") or not raw else 1)
     if arr is None or arr.size != 3 * n_lines:
@@ -933,7 +947,8 @@ COMPRESSED_MAX_PARTS = 8
 
 
 def _compressed_blocksize(blocksize: int, decompressed: int) -> int:
-    """Partition size for a compressed file.
+    """Partition size for a compressed file read without seek points (bz2, xz, archives, and
+    gzip when no index can be made: see :mod:`streamtopic._gzindex`).
 
     A compressed stream cannot be entered in the middle: a partition decompresses everything
     before its range. Few, larger partitions keep that waste to a few passes over the file
@@ -959,15 +974,20 @@ def _plan_source(
     """The partitions of one input, each about ``blocksize`` bytes of decompressed content."""
     path = src.path
     kind = _compression(path) if not os.path.isdir(path) else None
+    spacing = None
     if kind is not None and src.format != "files":
         estimate = _gzip_size_estimate(path) if kind == "gzip" else src.size * 5
-        blocksize = _compressed_blocksize(blocksize, estimate)
+        if kind == "gzip" and _gzindex.available():
+            spacing = _gzindex.spacing_for(path, estimate)  # normal partitions, seek points
+        else:
+            blocksize = _compressed_blocksize(blocksize, estimate)
     if src.format == "uci":
         start = _uci_header(path)[3]
         return _plan_byte_ranges(src, start, blocksize, options, _uci_key, first_doc=0,
-                                 first_line=4)
+                                 first_line=4, spacing=spacing)
     if src.format in ("text", "jsonl"):
-        return _plan_byte_ranges(src, 0, blocksize, options, None, first_doc=-1, first_line=1)
+        return _plan_byte_ranges(src, 0, blocksize, options, None, first_doc=-1, first_line=1,
+                                 spacing=spacing)
     if src.format == "files":
         return _plan_members(src, blocksize, kind, options)
     if src.format == "hdf5":
@@ -977,12 +997,19 @@ def _plan_source(
 
 def _plan_byte_ranges(
     src: Source, start: int, blocksize: int, options: tuple[tuple[str, Any], ...], key: Any,
-    *, first_doc: int, first_line: int,
+    *, first_doc: int, first_line: int, spacing: int | None = None,
 ) -> list[_PartitionPlan]:
     """Line-aligned byte ranges of a text or UCI input from ``start`` on (``key``: see
     :func:`_line_splits`); ``first_line`` is the line number at ``start`` when the split
-    does not count lines."""
-    offsets, lines, _ = _line_splits(src.path, start, blocksize, key=key)
+    does not count lines. With ``spacing`` (a gzip input), the ranges read through the index
+    of seek points the split builds, or, if it could not be saved, are merged into the few
+    large ranges of a gzip read without one."""
+    offsets, lines, total, index = _line_splits(src.path, start, blocksize, key, spacing)
+    if index is not None:
+        options = options + (("gzip_index", index),)
+    elif spacing is not None:
+        coarse = _compressed_blocksize(blocksize, total)
+        offsets, lines = _coarsen(offsets, lines, coarse)
     first_lines: list[int | None] = list(lines) or [first_line] + [None] * (len(offsets) - 2)
     return [
         _PartitionPlan(src, "bytes", a, b, first_doc,
@@ -990,6 +1017,17 @@ def _plan_byte_ranges(
         for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:], strict=True))
         if b > a
     ]
+
+
+def _coarsen(offsets: list[int], lines: list[int], blocksize: int) -> tuple[list[int], list[int]]:
+    """Keep the split offsets (and their line numbers) at least ``blocksize`` apart: the
+    first, then each first one at or past the last kept plus ``blocksize``, and the end."""
+    keep = [0]
+    for i in range(1, len(offsets) - 1):
+        if offsets[i] >= offsets[keep[-1]] + blocksize:
+            keep.append(i)
+    keep.append(len(offsets) - 1)
+    return [offsets[i] for i in keep], [lines[i] for i in keep[:-1] if i < len(lines)]
 
 
 def _plan_members(
