@@ -32,7 +32,7 @@ from typing import Any, BinaryIO
 
 log = logging.getLogger(__name__)
 
-__all__ = ["INDEX_DIR_ENV", "available", "index_dir", "index_path", "open_scan", "read_range",
+__all__ = ["INDEX_DIR_ENV", "available", "check_complete", "index_dir", "index_path", "open_scan", "read_range",
            "save", "spacing_for"]
 
 INDEX_DIR_ENV = "STREAMTOPIC_GZIP_INDEX_DIR"
@@ -95,6 +95,25 @@ def open_scan(path: str, spacing: int) -> BinaryIO:
         path, spacing=spacing, buffer_size=READ_BUFFER, readbuf_size=READ_BUFFER
     )
     return fh
+
+
+def check_complete(path: str, total: int) -> None:
+    """Raise (EOFError, OSError, zlib.error) unless ``path`` is a complete gzip stream of
+    ``total`` decompressed bytes. indexed_gzip reads a truncated file to its end without an
+    error: the trailer's size (modulo 4 GiB) must match, else (a truncated file, or several
+    members, whose last trailer counts only the last member) Python's gzip reads it through,
+    which raises on a truncated stream."""
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, fh.tell() - 4))
+        isize = int.from_bytes(fh.read(4), "little")
+    if isize == total % 2**32:
+        return
+    import gzip
+
+    with gzip.open(path, "rb") as gz:
+        while gz.read(2**24):
+            pass
 
 
 def save(fh: Any, path: str) -> str | None:

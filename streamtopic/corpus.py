@@ -494,6 +494,7 @@ def _gzip_splits(
                     pos += keep_from
                     buf = buf[keep_from:]
             if spacing is not None:
+                _gzindex.check_complete(path, total)
                 index = _gzindex.save(fh, path)
     except (OSError, EOFError, zlib.error, ValueError) as exc:
         raise CorpusError(path, f"cannot decompress gzip data: {exc}", offset=pos) from exc
