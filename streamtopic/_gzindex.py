@@ -32,8 +32,8 @@ from typing import Any, BinaryIO
 
 log = logging.getLogger(__name__)
 
-__all__ = ["INDEX_DIR_ENV", "available", "check_complete", "index_dir", "index_path", "open_scan", "read_range",
-           "save", "spacing_for"]
+__all__ = ["INDEX_DIR_ENV", "available", "check_complete", "index_dir", "index_path",
+           "open_scan", "read_range", "save", "spacing_for"]
 
 INDEX_DIR_ENV = "STREAMTOPIC_GZIP_INDEX_DIR"
 #: seek points at least this far apart (decompressed bytes) ...
