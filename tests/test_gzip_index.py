@@ -72,7 +72,7 @@ def test_gzip_partitions_not_capped(big_text_gz):
 
 def test_each_partition_reads_only_its_range(big_text_gz, monkeypatch):
     """A partition seeks through the index: it never inflates the stream from its start (the
-    index has a seek point at most ``spacing`` bytes before every partition's start), and its
+    index has a seek point about ``spacing`` bytes or less before every partition's start), and its
     bytes are exactly its range of the decompressed content."""
     import indexed_gzip
 
@@ -85,7 +85,7 @@ def test_each_partition_reads_only_its_range(big_text_gz, monkeypatch):
     assert len(points) >= len(raw) // spacing
     for p in c.parts:
         nearest = max(u for u in points if u <= p.start)
-        assert p.start - nearest <= spacing
+        assert p.start - nearest <= 2 * spacing  # points fall on deflate block bounds
     _no_stream_from_start(monkeypatch)
     for p in c.parts:
         got = corpus_mod._read_range(str(gz), p.start, p.stop, p.opt("gzip_index"))
