@@ -143,3 +143,16 @@ def _threaded_scheduler():
     cluster and of real processes start their own."""
     with dask.config.set(scheduler="threads"):
         yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _gzip_index_dir(tmp_path_factory):
+    """Indexes of gzip inputs go to a directory of this test session (inherited by the
+    subprocesses tests start), not to the machine's temporary directory."""
+    old = os.environ.get("STREAMTOPIC_GZIP_INDEX_DIR")
+    os.environ["STREAMTOPIC_GZIP_INDEX_DIR"] = str(tmp_path_factory.mktemp("gzip-index"))
+    yield
+    if old is None:
+        os.environ.pop("STREAMTOPIC_GZIP_INDEX_DIR", None)
+    else:
+        os.environ["STREAMTOPIC_GZIP_INDEX_DIR"] = old
