@@ -12,8 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from streamtopic._io import written_aside
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
@@ -101,6 +99,8 @@ def jsonable(o: Any) -> Any:
 def write_result(result: dict[str, Any], path: str) -> str:
     """Write a benchmark's JSON record to ``path`` (aside, then renamed; its directory made)
     and return its text."""
+    from streamtopic._io import written_aside  # here: identity.py runs this module on older code
+
     text = json.dumps(result, indent=2, default=jsonable)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with written_aside(path) as tmp, open(tmp, "w") as fh:

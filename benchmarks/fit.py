@@ -680,16 +680,10 @@ def _remove(path: str) -> None:
 
 
 def _du(path: str) -> int | None:
-    if not os.path.exists(path):
-        return None
-    total = 0
-    for root, _, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.path.getsize(os.path.join(root, f))
-            except OSError:
-                pass
-    return total
+    """Bytes on disk under ``path`` (None when it does not exist)."""
+    from streamtopic._scratch import disk_bytes
+
+    return disk_bytes(path) if os.path.exists(path) else None
 
 
 _INGEST_LINE = re.compile(

@@ -69,6 +69,8 @@ from typing import Any
 
 import numpy as np
 
+from _common import jsonable
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 EVENT = "@@identity "
@@ -112,18 +114,8 @@ def configurations(out_of_core: bool = True) -> list[dict[str, Any]]:
 
 
 def _emit(**ev: Any) -> None:
-    sys.stdout.write(EVENT + json.dumps(ev, default=_jsonable) + "\n")
+    sys.stdout.write(EVENT + json.dumps(ev, default=jsonable) + "\n")
     sys.stdout.flush()
-
-
-def _jsonable(o: Any) -> Any:
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return str(o)
 
 
 def _small(o: Any, depth: int = 0) -> Any:
@@ -134,7 +126,7 @@ def _small(o: Any, depth: int = 0) -> Any:
         return [_small(v, depth + 1) for v in o] if len(o) <= 8 else f"<{len(o)} items>"
     if isinstance(o, np.ndarray):
         return _small(o.tolist(), depth) if o.size <= 8 else f"<array {o.shape}>"
-    return _jsonable(o) if not isinstance(o, (str, int, float, bool, type(None))) else o
+    return jsonable(o) if not isinstance(o, (str, int, float, bool, type(None))) else o
 
 
 def store_digest(path: str) -> dict[str, Any]:
@@ -185,7 +177,7 @@ def _build(workdir: str, name: str) -> None:
                 build_seconds=time.perf_counter() - t0, built_by=st.__file__,
                 digest=store_digest(store))
     with open(os.path.join(base, "READY.partial"), "w") as fh:
-        json.dump(info, fh, indent=2, default=_jsonable)
+        json.dump(info, fh, indent=2, default=jsonable)
     os.replace(os.path.join(base, "READY.partial"), os.path.join(base, "READY"))
 
 
@@ -523,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.save:
             record["reference_dir"] = outdir
             with open(os.path.join(outdir, "manifest.json.partial"), "w") as fh:
-                json.dump(record, fh, indent=2, default=_jsonable)
+                json.dump(record, fh, indent=2, default=jsonable)
             os.replace(os.path.join(outdir, "manifest.json.partial"),
                        os.path.join(outdir, "manifest.json"))
         else:
@@ -531,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
         record["total_seconds"] = time.perf_counter() - t_start
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    print(json.dumps(record, indent=2, default=_jsonable))
+    print(json.dumps(record, indent=2, default=jsonable))
     return 0
 
 

@@ -799,9 +799,9 @@ class CooccurrenceStore:
         """A summary: V, documents, tokens, density, size on disk, sources."""
         bv = self.block_versions
         nnz_blocks = int(np.count_nonzero(bv))
-        disk = 0
-        for dirpath, _, files in os.walk(self.path):
-            disk += sum(os.path.getsize(os.path.join(dirpath, f)) for f in files)
+        from ._scratch import disk_bytes
+
+        disk = disk_bytes(self.path)  # tolerates files a concurrent writer removes meanwhile
         head = self._head()
         nnz = int(head.get("nnz", 0))
         return {
