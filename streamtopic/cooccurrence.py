@@ -38,7 +38,7 @@ import scipy.sparse as sp
 
 from ._io import TargetExistsError, written_aside
 from .corpus import Corpus, CorpusError, DocChunk, _uci_header, read_corpus
-from .store import CooccurrenceStore, StoreError, read_q_block
+from .store import CooccurrenceStore, StoreError, read_q_block, write_q_block
 from .vocabulary import TermStats, Tokenizer, Vocabulary, read_vocab_file, validate_pruning
 
 __all__ = [
@@ -252,6 +252,18 @@ class _WeightedDocs:
         data = self.data * np.repeat(self.w, np.diff(self.indptr)) if weighted else self.data
         return sp.csr_matrix((data, self.indices, self.indptr), shape=(self.w.size, self.V))
 
+    def columns(self) -> tuple[sp.csc_matrix, sp.csc_matrix]:
+        """(H, W H) in CSC (n×V each), made once per process and kept (the links of every
+        sparse group slice their columns); not pickled."""
+        cached = self.__dict__.get("_columns")
+        if cached is None:
+            cached = self.__dict__["_columns"] = (self.csr().tocsc(),
+                                                  self.csr(weighted=True).tocsc())
+        return cached
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_columns"}
+
 
 def _weighted_docs(Hu: sp.csr_matrix) -> tuple[_WeightedDocs, np.ndarray]:
     """The partition's documents and the exact diagonal Σ_d (h_i² − h_i) w_d (V,). Diagonal
@@ -344,22 +356,49 @@ def _add_sparse_into(dense: np.ndarray, piece: sp.csr_matrix) -> None:
     np.add.at(dense, (rows, piece.indices), piece.data)
 
 
+class _SparseSum:
+    """A running sum of sparse pieces of one rectangle of Q, kept as a few partial sums of
+    decreasing size, merged like a binary counter: a new piece is merged with the last
+    partial sum while it is at least half its size. Each entry is copied O(log n) times
+    over n pieces, where adding every piece into one running sum would copy the whole sum
+    each time. The order of the additions depends only on the order of the pieces."""
+
+    def __init__(self) -> None:
+        self.levels: list[sp.csr_matrix] = []
+
+    @property
+    def nnz(self) -> int:
+        """An upper bound of the sum's non-zeros (entries of several levels may coincide)."""
+        return sum(int(x.nnz) for x in self.levels)
+
+    def add(self, piece: sp.csr_matrix) -> None:
+        self.levels.append(piece)
+        while len(self.levels) > 1 and 2 * self.levels[-1].nnz >= self.levels[-2].nnz:
+            last = self.levels.pop()
+            self.levels[-1] = (self.levels[-1] + last).tocsr()
+
+    def total(self) -> sp.csr_matrix:
+        out = self.levels[0]
+        for x in self.levels[1:]:
+            out = (out + x).tocsr()
+        return out
+
+    def dense(self) -> np.ndarray:
+        out = np.zeros(self.levels[0].shape)
+        for x in self.levels:
+            _add_sparse_into(out, x)
+        return out
+
+
 def _add_piece(acc: Any, piece: Any) -> Any:
-    """Add ``piece`` into the accumulator ``acc``.
+    """Add ``piece`` into the accumulator ``acc`` (None, a dense array or a
+    :class:`_SparseSum`).
 
     ``acc`` belongs to the running task and may be changed in place; ``piece`` is another
     task's result and is never modified. Sparse sums turn dense past ``DENSE_FRACTION``.
     """
     if piece is None:
         return acc
-    if acc is None:
-        if isinstance(piece, np.ndarray):
-            return piece.copy()
-        if piece.nnz > DENSE_FRACTION * piece.shape[0] * piece.shape[1]:
-            acc = np.zeros(piece.shape)
-            _add_sparse_into(acc, piece)
-            return acc
-        return piece
     if isinstance(acc, np.ndarray):
         if isinstance(piece, np.ndarray):
             acc += piece
@@ -368,14 +407,20 @@ def _add_piece(acc: Any, piece: Any) -> Any:
         return acc
     if isinstance(piece, np.ndarray):
         out = piece.copy()
-        _add_sparse_into(out, acc)
+        if acc is not None:
+            for x in acc.levels:
+                _add_sparse_into(out, x)
         return out
-    total = (acc + piece).tocsr()
-    if total.nnz > DENSE_FRACTION * total.shape[0] * total.shape[1]:
-        dense = np.zeros(total.shape)
-        _add_sparse_into(dense, total)
-        return dense
-    return total
+    acc = _SparseSum() if acc is None else acc
+    acc.add(piece)
+    if acc.nnz > DENSE_FRACTION * piece.shape[0] * piece.shape[1]:
+        return acc.dense()
+    return acc
+
+
+def _finished(acc: Any) -> Any:
+    """A group's final sum: a dense array, a CSR matrix or None."""
+    return acc.total() if isinstance(acc, _SparseSum) else acc
 
 
 def _docs_of(partition: _Partial) -> _WeightedDocs | None:
@@ -389,8 +434,7 @@ def _stats_of(partition: _Partial) -> _Stats:
 
 def _group_product(part: _WeightedDocs, r0: int, r1: int, c0: int, c1: int) -> sp.csr_matrix:
     """Rows r0:r1, columns c0:c1 of the partition's Hᵀ W H, as a sparse matrix (scipy)."""
-    Hc = part.csr().tocsc()
-    Hwc = part.csr(weighted=True).tocsc()
+    Hc, Hwc = part.columns()
     return (Hc[:, r0:r1].T.tocsr() @ Hwc[:, c0:c1]).tocsr()
 
 
@@ -458,73 +502,99 @@ def _sum_stats(*stats: _Stats) -> _Stats:
 
 def _write_group(
     piece: Any, stats: _Stats, root: str, old_versions: np.ndarray, old_nnz: np.ndarray,
-    new_version: int,
-    grid: _Grid, i: int, g: int,
-) -> list[tuple[int, int, int]]:
+    new_version: int, grid: _Grid, i: int, g: int, old_sparse: np.ndarray | None = None,
+) -> list[tuple[int, int, int, bool]]:
     """Add a group's summed piece to the head's blocks and write them into the new version,
     each block (i, j) also transposed into its mirror image (j, i); diagonal entries become
-    the head's plus the round's exact Σ_d (h_i² − h_i) w_d.
+    the head's plus the round's exact Σ_d (h_i² − h_i) w_d. A block is stored sparse or
+    dense by its density (:func:`~streamtopic.store.write_q_block`).
 
     The only writer of these blocks (and of their mirror images) in this round. A mirror is
     transposed and encoded in a second thread while the block itself is written (the writes
     end the ingest, when a worker's neighbours may have nothing left to do). Returns
-    (i, j, nnz) for each block written.
+    (i, j, nnz, sparse) for each block written.
     """
     import zarr
 
+    piece = _finished(piece)
     if piece is None:
         return []
     arr = zarr.open_array(store=root, path=f"versions/v{new_version:06d}/Q", mode="r+")
     r0, r1 = grid.rows(i)
     c0, _ = grid.cols(i, g)
-    out = []
+    rows = slice(r0, r1)
+    out: list[tuple[int, int, int, bool]] = []
     with ThreadPoolExecutor(1) as beside:
         mirrors = []
         for k, j in enumerate(grid.blocks(i, g)):
             b0, b1 = j * grid.c, min(grid.V, (j + 1) * grid.c)
             part = piece[:, b0 - c0 : b1 - c0]
-            if isinstance(part, np.ndarray):
-                if not part.any():
-                    continue
-            elif part.nnz == 0:
+            if not (part.any() if isinstance(part, np.ndarray) else part.nnz):
                 continue
-            lo, hi = max(r0, b0), min(r1, b1)
-            d = np.arange(lo, hi)
-            if old_versions[k] <= 0 and isinstance(part, np.ndarray):
-                # a new block: the round's sum is the block (this task is the only reader of
-                # ``piece``; the diagonal is set, not added, so a rerun writes the same)
-                block = part
-                block[d - r0, d - b0] = stats.diag[d]
+            cols = slice(b0, b1)
+            old = None if old_versions[k] <= 0 else read_q_block(
+                root, int(old_versions[k]), rows, cols, nnz=int(old_nnz[k]),
+                sparse=bool(old_sparse is not None and old_sparse[k]), stored_form=True)
+            exact = None if j != i else stats.diag[r0:r1] + (
+                0.0 if old is None else np.asarray(old.diagonal()))
+            block = part if old is None else _block_sum(old, part)
+            if exact is not None:
+                block = _set_diagonal(block, exact)
             else:
-                block = read_q_block(root, int(old_versions[k]), slice(r0, r1), slice(b0, b1),
-                                     nnz=int(old_nnz[k]))  # a lost block is an error
-                exact = block[d - r0, d - b0] + stats.diag[d]
-                if isinstance(part, np.ndarray):
-                    block += part
-                else:
-                    _add_sparse_into(block, part.tocsr())
-                block[d - r0, d - b0] = exact
-            if j != i:
-                mirrors.append(beside.submit(_write_mirror, arr, block, b0, b1, r0, r1))
-            arr[r0:r1, b0:b1] = block
-            nnz = int(np.count_nonzero(block))
-            out.append((i, j, nnz))
-            if j != i:
-                out.append((j, i, nnz))
-        for m in mirrors:
-            m.result()  # raises what the mirror's write raised
+                mirrors.append((j, beside.submit(_write_mirror, root, new_version, cols, rows,
+                                                 block, arr)))
+            nnz, sparse = write_q_block(root, new_version, rows, cols, block, arr)
+            out.append((i, j, nnz, sparse))
+        for j, m in mirrors:
+            out.append((j, i, *m.result()))  # raises what the mirror's write raised
     return out
 
 
-def _write_mirror(arr: Any, block: np.ndarray, b0: int, b1: int, r0: int, r1: int) -> None:
-    """Write ``block`` (rows r0:r1, columns b0:b1 of Q) transposed into its mirror image."""
-    arr[b0:b1, r0:r1] = _transposed(block)
+def _block_sum(old: Any, part: Any) -> Any:
+    """The head's block ``old`` (just read: this task's own) plus the round's ``part``
+    (the group's sum, which this task also owns): sparse while both are, else dense, added
+    in place."""
+    if sp.issparse(old) and sp.issparse(part):
+        return (old + part).tocsr()
+    if sp.issparse(old):
+        old = old.toarray()
+    if isinstance(part, np.ndarray):
+        old += part
+    else:
+        _add_sparse_into(old, part.tocsr())
+    return old
 
 
-def _transposed(block: np.ndarray, rows: int = 64) -> np.ndarray:
-    """A C-contiguous copy of ``block.T``, made a stripe of ``rows`` rows at a time: each
-    stripe's source and destination stay in cache (2.5× faster than ``block.T.copy()`` on a
-    2048² block)."""
+def _write_mirror(
+    root: str, version: int, rows: slice, cols: slice, block: Any, arr: Any
+) -> tuple[int, bool]:
+    """Write ``block`` (of rows ``cols``, columns ``rows`` of Q) transposed into its mirror
+    image, rows ``rows`` and columns ``cols``."""
+    return write_q_block(root, version, rows, cols, _transposed(block), arr)
+
+
+def _set_diagonal(block: Any, values: np.ndarray) -> Any:
+    """A diagonal block with its diagonal set to ``values`` (exactly: set, not adjusted);
+    a dense block is changed in place."""
+    if isinstance(block, np.ndarray):
+        idx = np.arange(values.size)
+        block[idx, idx] = values
+        return block
+    coo = block.tocoo()
+    off = coo.row != coo.col
+    idx = np.arange(values.size)
+    row, col = np.r_[coo.row[off], idx], np.r_[coo.col[off], idx]
+    data = np.r_[coo.data[off], values]
+    keep = data != 0
+    return sp.csr_matrix((data[keep], (row[keep], col[keep])), shape=block.shape)
+
+
+def _transposed(block: Any, rows: int = 64) -> Any:
+    """A C-contiguous copy of ``block.T`` (CSR for a sparse block), made a stripe of
+    ``rows`` rows at a time: each stripe's source and destination stay in cache (2.5×
+    faster than ``block.T.copy()`` on a 2048² block)."""
+    if sp.issparse(block):
+        return block.T.tocsr()
     out = np.empty(block.shape[::-1], dtype=block.dtype)
     for r in range(0, block.shape[0], rows):
         out[:, r : r + rows] = block[r : r + rows].T
@@ -1093,7 +1163,7 @@ def _accumulate(
             )
         store.commit(
             txn,
-            written=[(i, j) for lst in written_lists for (i, j, _) in lst],
+            written=[(i, j) for lst in written_lists for (i, j, _, _) in lst],
             n_docs=stats.n_docs,
             n_tokens=stats.n_tokens,
             word_counts=stats.word_counts,
@@ -1101,7 +1171,8 @@ def _accumulate(
             n_skipped_docs=skipped_docs,
             n_oov_tokens=stats.n_oov,
             n_replaced_bytes=stats.n_replaced,
-            block_nnz={(i, j): n for lst in written_lists for (i, j, n) in lst},
+            block_nnz={(i, j): n for lst in written_lists for (i, j, n, _) in lst},
+            sparse=[(i, j) for lst in written_lists for (i, j, _, sparse) in lst if sparse],
             new_sources=entries,
         )
     except BaseException:
@@ -1139,17 +1210,17 @@ def _count_round(
     grid: _Grid,
     version: int,
     progress: bool,
-) -> tuple[list[list[tuple[int, int, int]]], _Stats, list[str]]:
+) -> tuple[list[list[tuple[int, int, int, bool]]], _Stats, list[str]]:
     """Run one ingest round: every group's chain over the partitions (``parts``, delayed
     :func:`_partition_partial` results), then its writer into version ``version``; the
     round's counts; the content hashes of the ``sources`` without one. Returns (each
-    writer's (i, j, nnz) per block written, the counts, the new hashes in order)."""
+    writer's (i, j, nnz, sparse) per block written, the counts, the new hashes in order)."""
     import dask
     from dask import delayed
 
     from .cluster import compute, worker_addresses
 
-    head_bv, head_nnz = store.block_versions, store.block_nnz
+    head_bv, head_nnz, head_sparse = store.block_versions, store.block_nnz, store.block_sparse
     if head_nnz is None:  # not recorded: not checked
         head_nnz = np.full(head_bv.shape, -1, np.int64)
     writes = []
@@ -1159,10 +1230,11 @@ def _count_round(
     for n, ((i, g), total) in enumerate(zip(grid.groups, totals, strict=True)):
         old = np.array([head_bv[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
         old_nnz = np.array([head_nnz[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
+        old_sparse = np.array([head_sparse[i, j] for j in grid.blocks(i, g)], dtype=bool)
         with dask.annotate(**_home(homes, n)):
             writes.append(
                 delayed(_write_group, pure=True)(
-                    total, stats_d, store.path, old, old_nnz, version, grid, i, g
+                    total, stats_d, store.path, old, old_nnz, version, grid, i, g, old_sparse
                 )
             )
     to_hash = [delayed(_source_hash, pure=False)(src) for src, h in sources if h is None]

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import zarr
 
-from .store import _open_read_only, _vname, read_q_block
+from .store import _open_read_only, block_files, read_q_block
 
 if TYPE_CHECKING:
     from .store import CooccurrenceStore
@@ -70,10 +70,11 @@ class QBlocks:
         self, V: int, chunk: int, *, root: str | None = None,
         versions: np.ndarray | None = None, scale: float = 1.0, path: str | None = None,
         array: np.ndarray | None = None, nnz: np.ndarray | None = None,
+        sparse: np.ndarray | None = None,
     ) -> None:
         self.V, self.chunk = int(V), int(chunk)
         self.root, self.versions, self.scale = root, versions, float(scale)
-        self.nnz = nnz
+        self.nnz, self.sparse = nnz, sparse
         self.path, self.array = path, array
         self._reader: Any = None  # the store whose version this reads (never pickled)
 
@@ -89,7 +90,7 @@ class QBlocks:
         reader's lease, alive in this process."""
         out = cls(store.V, store.chunk_size, root=store.path,
                   versions=np.asarray(store.block_versions), scale=1.0 / store.n_docs,
-                  nnz=store.block_nnz)
+                  nnz=store.block_nnz, sparse=store.block_sparse)
         out._reader = store
         return out
 
@@ -131,19 +132,20 @@ class QBlocks:
         blocks never written)."""
         if self.array is not None:
             return 0
-        total = 0
+        files = []
         for i, j in blocks:
             if self.path is not None:
-                f = os.path.join(self.path, "c", str(i), str(j))
+                files.append(os.path.join(self.path, "c", str(i), str(j)))
             else:
                 assert self.root is not None and self.versions is not None
                 v = int(self.versions[i, j])
-                if v <= 0:
-                    continue
-                f = os.path.join(self.root, _vname(v), "Q", "c", str(i), str(j))
-            if os.path.exists(f):
-                total += os.path.getsize(f)
-        return total
+                if v > 0:
+                    files += block_files(self.root, v, self.span(i), self.span(j), self.chunk,
+                                         self._is_sparse(i, j))
+        return sum(os.path.getsize(f) for f in files if os.path.exists(f))
+
+    def _is_sparse(self, i: int, j: int) -> bool:
+        return bool(self.sparse is not None and self.sparse[i, j])
 
     def block(self, i: int, j: int) -> np.ndarray:
         rows, cols = self.span(i), self.span(j)
@@ -153,7 +155,8 @@ class QBlocks:
             return np.asarray(_open_read_only(self.path)[rows, cols], dtype=np.float64)
         assert self.root is not None and self.versions is not None
         nnz = int(self.nnz[i, j]) if self.nnz is not None else -1
-        return read_q_block(self.root, int(self.versions[i, j]), rows, cols, self.scale, nnz)
+        return read_q_block(self.root, int(self.versions[i, j]), rows, cols, self.scale, nnz,
+                            sparse=self._is_sparse(i, j))
 
 
 # ============================================================================ the blocks

@@ -5,10 +5,18 @@ Layout of a store directory (a zarr 3 group)::
     zarr.json                 root attributes: format, vocabulary size, chunk size, head version
     vocab                     (V,) strings
     versions/v000001/         one group per committed ingest round
-        Q                     (V, V) float64, chunks (c, c): only the blocks this round changed
+        Q                     (V, V) float64, chunks (c, c): the dense blocks this round changed
+        S/<r0>_<c0>           a sparse block this round changed (rows r0…, columns c0…): its
+                              CSR arrays as one array of bytes (one chunk file, ``c.0``)
         block_versions        (nb, nb) int32: which version holds each block (0: all zero)
         word_counts, doc_freq (V,) int64
-        zarr.json             attributes: counts and the manifest of ingested sources
+        zarr.json             attributes: counts, the manifest of ingested sources, each
+                              block's non-zeros and which blocks are sparse
+
+A block is stored sparse when fewer than ``SPARSE_BELOW`` of its entries are non-zero, so the
+store's size follows its non-zeros, not V²: among the frequent words Q is dense, among the
+rare ones it is almost empty. Readers get every block dense (:func:`read_q_block`), or in
+its stored form when they ask.
 
 Versions are immutable once committed. An ingest writes a new version beside the head (each
 block by exactly one task), then commits by rewriting the root ``zarr.json`` (one atomic file
@@ -32,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
+import scipy.sparse as sp
 import zarr
 
 from ._locking import FileLock, is_locked, owner_record
@@ -41,9 +50,12 @@ __all__ = ["StoreError", "CooccurrenceStore", "DEFAULT_CHUNK"]
 log = logging.getLogger(__name__)
 
 FORMAT = "streamtopic-cooccurrence"
-#: 2: the manifest carries its digest (``sources_digest``), which readers then require
-FORMAT_VERSION = 2
+#: 2: the manifest carries its digest (``sources_digest``), which readers then require;
+#: 3: sparse blocks (``S/``), listed in the head's ``sparse_blocks``
+FORMAT_VERSION = 3
 DEFAULT_CHUNK = 2048
+#: A block with fewer non-zeros than this share of its entries is stored sparse (CSR)
+SPARSE_BELOW = 0.25
 _LOCK = ".streamtopic.lock"
 
 
@@ -220,11 +232,51 @@ class Transaction:
             self.lock.release()
 
 
+def _sparse_path(version: int, rows: slice, cols: slice) -> str:
+    """Where a sparse block (rows, cols) of a version lives (a group of three arrays)."""
+    return f"{_vname(version)}/S/{rows.start}_{cols.start}"
+
+
+def _read_sparse(root: str, version: int, rows: slice, cols: slice) -> sp.csr_matrix:
+    """A sparse block, from its one array of bytes (:func:`_sparse_bytes`)."""
+    arr = zarr.open_array(store=root, path=_sparse_path(version, rows, cols), mode="r")
+    raw = np.asarray(arr[:])
+    shape = (rows.stop - rows.start, cols.stop - cols.start)
+    nnz, n_rows, wide = (int(x) for x in raw[:24].view(np.int64))
+    if n_rows == 0:  # the chunk file is gone: zarr reads its fill value (an empty block)
+        return sp.csr_matrix(shape)
+    o = 24
+    data = raw[o : o + 8 * nnz].view(np.float64)
+    o += 8 * nnz
+    indptr = raw[o : o + 4 * (n_rows + 1)].view(np.int32)
+    o += 4 * (n_rows + 1)
+    indices = raw[o:].view(np.int32 if wide else np.uint16)
+    if n_rows != shape[0] or indices.size != nnz:
+        raise ValueError(f"a sparse block of {n_rows} rows and {indices.size} indices, "
+                         f"expected {shape[0]} and {nnz}")
+    return sp.csr_matrix((data, indices.astype(np.int32), indptr), shape=shape)
+
+
+def _sparse_bytes(S: sp.csr_matrix) -> np.ndarray:
+    """A CSR block as one array of bytes: a header (nnz, rows, wide indices: int64 each),
+    the values (float64), indptr (int32) and the column indices (uint16, or int32 when
+    ``wide``), in that order so that each part is aligned."""
+    wide = S.shape[1] > 2**16
+    parts = [np.array([S.nnz, S.shape[0], int(wide)], dtype=np.int64), S.data.astype(np.float64),
+             S.indptr.astype(np.int32), S.indices.astype(np.int32 if wide else np.uint16)]
+    return np.concatenate([p.view(np.uint8) for p in parts])
+
+
 def read_q_block(
-    root: str, version: int, rows: slice, cols: slice, scale: float = 1.0, nnz: int = -1
-) -> np.ndarray:
+    root: str, version: int, rows: slice, cols: slice, scale: float = 1.0, nnz: int = -1,
+    *, sparse: bool = False, stored_form: bool = False,
+) -> Any:
     """Read one block of the sum from a version (zeros for version 0), times ``scale``
     (1/n_docs gives Q itself).
+
+    ``sparse``: the block is stored sparse (the head's :attr:`~CooccurrenceStore.
+    block_sparse`). The block is returned dense (ndarray, rows×cols), or, with
+    ``stored_form``, a sparse block as a ``scipy.sparse.csr_matrix``.
 
     ``nnz`` is the block's recorded count of non-zeros (-1: unknown). A block recorded with
     non-zeros that reads as all zeros (its chunk file is gone), or whose chunk fails to decode
@@ -233,16 +285,59 @@ def read_q_block(
     if version <= 0:
         return np.zeros(shape)
     try:
-        arr = zarr.open_array(store=root, path=f"{_vname(version)}/Q", mode="r")
-        out = np.asarray(arr[rows, cols], dtype=np.float64)
+        if sparse:
+            out: Any = _read_sparse(root, version, rows, cols)
+            empty = out.nnz == 0
+        else:
+            arr = zarr.open_array(store=root, path=f"{_vname(version)}/Q", mode="r")
+            out = np.asarray(arr[rows, cols], dtype=np.float64)
+            empty = not out.any()
     except Exception as exc:  # zarr, blosc and crc32c raise several types
         raise _damage(root, version, rows, cols, f"cannot be read ({exc})") from exc
-    if nnz > 0 and not out.any():
+    if nnz > 0 and empty:
         raise _damage(root, version, rows, cols,
                       f"is missing (the store recorded {nnz:,} non-zeros)")
     if scale != 1.0:
-        out *= scale
-    return out
+        if sparse:
+            out.data *= scale
+        else:
+            out *= scale
+    return out.toarray() if sparse and not stored_form else out
+
+
+def write_q_block(
+    root: str, version: int, rows: slice, cols: slice, block: Any, dense: zarr.Array | None = None
+) -> tuple[int, bool]:
+    """Write one block of the sum (rows×cols: an ndarray or a scipy sparse matrix) into a
+    version, as its only writer: sparse when fewer than ``SPARSE_BELOW`` of its entries are
+    non-zero, else into the version's dense array (``dense``, opened here if None). A block
+    of zeros writes nothing. Returns (its non-zeros, whether it was stored sparse)."""
+    nnz = int(block.nnz if sp.issparse(block) else np.count_nonzero(block))
+    if nnz == 0:
+        return 0, False
+    area = (rows.stop - rows.start) * (cols.stop - cols.start)
+    if nnz < SPARSE_BELOW * area:
+        S = block.tocsr(copy=True) if sp.issparse(block) else sp.csr_matrix(block)
+        S.sum_duplicates()  # also sorts the indices
+        S.eliminate_zeros()
+        raw = _sparse_bytes(S)
+        zarr.create_array(store=root, name=_sparse_path(version, rows, cols), data=raw,
+                          chunks=raw.shape, compressors=_q_compressor(), overwrite=True,
+                          chunk_key_encoding={"name": "default", "separator": "."})
+        return nnz, True
+    if dense is None:
+        dense = zarr.open_array(store=root, path=f"{_vname(version)}/Q", mode="r+")
+    dense[rows, cols] = block.toarray() if sp.issparse(block) else block
+    return nnz, False
+
+
+def block_files(root: str, version: int, rows: slice, cols: slice, c: int,
+                sparse: bool) -> list[str]:
+    """The chunk files that hold block (rows, cols) of a version (for sizes and removal)."""
+    if sparse:
+        return [os.path.join(root, *_sparse_path(version, rows, cols).split("/"), "c.0")]
+    return [os.path.join(root, _vname(version), "Q", "c", str(rows.start // c),
+                         str(cols.start // c))]
 
 
 def _damage(root: str, version: int, rows: slice, cols: slice, what: str) -> StoreError:
@@ -255,6 +350,7 @@ def _damage(root: str, version: int, rows: slice, cols: slice, what: str) -> Sto
 def read_array_dense(
     arr: zarr.Array, *, scale: float = 1.0, block_versions: np.ndarray | None = None,
     root: str | None = None, threads: int | None = None, block_nnz: np.ndarray | None = None,
+    block_sparse: np.ndarray | None = None,
 ) -> np.ndarray:
     """A whole 2-D zarr array read into one in-memory array, times ``scale``.
 
@@ -263,7 +359,7 @@ def read_array_dense(
     With ``block_versions`` (nb×nb) and ``root``, chunk (i, j) is read from the store version
     ``block_versions[i, j]`` (0: zeros) instead of ``arr``; ``block_nnz`` (nb×nb, -1:
     unknown) is each block's recorded count of non-zeros, checked as :func:`read_q_block`
-    does.
+    does; ``block_sparse`` (nb×nb bool) marks the blocks stored sparse.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -293,11 +389,15 @@ def read_array_dense(
             view.fill(0.0)
             return
         v = int(block_versions[i, j]) if block_versions is not None else 0
+        expected = int(block_nnz[i, j]) if block_nnz is not None else -1
+        if block_sparse is not None and block_sparse[i, j]:
+            assert root is not None
+            view[...] = read_q_block(root, v, *sel, scale, expected, sparse=True)
+            return
         try:
             src.get_basic_selection(sel, out=NDBuffer.from_numpy_array(view))
         except Exception as exc:  # zarr, blosc and crc32c raise several types
             raise _damage(str(root or arr.store), v, *sel, f"cannot be read ({exc})") from exc
-        expected = int(block_nnz[i, j]) if block_nnz is not None else -1
         if expected > 0 and not view.any():
             raise _damage(str(root or arr.store), v, *sel,
                           f"is missing (the store recorded {expected:,} non-zeros)")
@@ -329,17 +429,19 @@ class _KeepAlive:
 
 
 def _q_block_task(
-    v: np.ndarray, nnz: np.ndarray | None, root: str, c: int, V: int, scale: float,
-    keep: _KeepAlive, block_id: tuple[int, int] | None = None,
+    v: np.ndarray, nnz: np.ndarray | None, sparse: np.ndarray, root: str, c: int, V: int,
+    scale: float, keep: _KeepAlive, block_id: tuple[int, int] | None = None,
 ) -> np.ndarray:
-    """Block ``block_id`` of the sum (its version ``v``, a 1×1 block of the block map; the
-    recorded non-zeros of every block ``nnz``, nb×nb or None), times ``scale``."""
+    """Block ``block_id`` of the sum, dense (its version ``v``, a 1×1 block of the block map;
+    the recorded non-zeros of every block ``nnz``, nb×nb or None; the sparse blocks
+    ``sparse``, nb×nb bool), times ``scale``."""
     assert block_id is not None
     i, j = block_id
     rows = slice(i * c, min(V, (i + 1) * c))
     cols = slice(j * c, min(V, (j + 1) * c))
     expected = int(nnz[i, j]) if nnz is not None else -1
-    return read_q_block(root, int(v.ravel()[0]), rows, cols, scale, expected)
+    return read_q_block(root, int(v.ravel()[0]), rows, cols, scale, expected,
+                        sparse=bool(sparse[i, j]))
 
 
 _READ_ONLY: dict[str, zarr.Array] = {}
@@ -384,6 +486,11 @@ class CooccurrenceStore:
         meta = root.attrs.get("streamtopic")
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             raise StoreError(f"{path}: not a streamtopic co-occurrence store")
+        if int(meta.get("format_version", 1)) > FORMAT_VERSION:
+            raise StoreError(
+                f"{path}: written by a newer streamtopic (store format "
+                f"{meta.get('format_version')}, this one reads up to {FORMAT_VERSION}); upgrade"
+            )
         self._meta: dict[str, Any] = dict(meta)
         self._vocab: list[str] | None = None
         self._head_attrs: dict[str, Any] | None = None
@@ -529,8 +636,6 @@ class CooccurrenceStore:
         The stored sum is ``Q * n_docs``. For tests and "infinite data" (a population Q);
         ``word_counts`` and ``doc_freq`` are kept when given, else marked unknown.
         """
-        import scipy.sparse as sp
-
         V = len(vocab)
         if Q.shape != (V, V):
             raise ValueError(f"Q has shape {Q.shape}, expected ({V}, {V}) for {V} terms")
@@ -540,16 +645,19 @@ class CooccurrenceStore:
         txn = store.begin()
         try:
             arr = store._staging_q(txn)
-            written, nnz = [], {}
+            written, nnz, stored_sparse = [], {}, []
             for i in range(store.n_blocks):
                 for j in range(store.n_blocks):
                     r, s = store.block_slices(i, j)
                     blk = Q[r, s]
-                    blk = blk.toarray() if sp.issparse(blk) else np.asarray(blk, dtype=np.float64)
-                    if np.any(blk):
-                        arr[r, s] = blk * float(n_docs)
+                    blk = (sp.csr_matrix(blk, dtype=np.float64) if sp.issparse(blk)
+                           else np.asarray(blk, dtype=np.float64)) * float(n_docs)
+                    n, is_sparse = write_q_block(store.path, txn.number, r, s, blk, arr)
+                    if n:
                         written.append((i, j))
-                        nnz[(i, j)] = int(np.count_nonzero(blk))
+                        nnz[(i, j)] = n
+                        if is_sparse:
+                            stored_sparse.append((i, j))
             known = word_counts is not None
             store.commit(
                 txn,
@@ -559,6 +667,7 @@ class CooccurrenceStore:
                 word_counts=np.zeros(V, np.int64) if word_counts is None else word_counts,
                 doc_freq=np.zeros(V, np.int64) if doc_freq is None else doc_freq,
                 block_nnz=nnz,
+                sparse=stored_sparse,
                 extra={"counts_known": known or doc_freq is not None},
             )
         except BaseException:
@@ -694,6 +803,15 @@ class CooccurrenceStore:
             out[i, j] = int(n)
         return out
 
+    @property
+    def block_sparse(self) -> np.ndarray:
+        """(nb, nb) bool: the blocks stored sparse (CSR under ``S/``)."""
+        out = np.zeros((self.n_blocks, self.n_blocks), dtype=bool)
+        for key in self._head().get("sparse_blocks", ()):
+            i, j = (int(x) for x in key.split(","))
+            out[i, j] = True
+        return out
+
     def _dask(self, scale: float) -> Any:
         import dask.array as da
 
@@ -702,7 +820,8 @@ class CooccurrenceStore:
         name = f"{self.uid}-{self.version}"
         vers = da.from_array(self.block_versions, chunks=1, name=f"stq-bv-{name}")
         return vers.map_blocks(
-            _q_block_task, self.block_nnz, self.path, c, V, scale, _KeepAlive(self),
+            _q_block_task, self.block_nnz, self.block_sparse, self.path, c, V, scale,
+            _KeepAlive(self),
             chunks=(sizes, sizes), dtype=np.float64, meta=np.empty((0, 0)),
             name=f"stq-Q-{name}-{scale!r}",
         )
@@ -732,7 +851,8 @@ class CooccurrenceStore:
         scale = 1.0 / self.n_docs if normalised else 1.0
         assert head.chunks == (c, c)
         return read_array_dense(head, scale=scale, block_versions=bv, root=self.path,
-                                threads=threads, block_nnz=self.block_nnz)
+                                threads=threads, block_nnz=self.block_nnz,
+                                block_sparse=self.block_sparse)
 
     def read_submatrix(self, ids: np.ndarray, *, threads: int | None = None) -> np.ndarray:
         """Q restricted to the words ``ids``: Q[ids][:, ids] (n×n float64, the sum divided by
@@ -787,13 +907,15 @@ class CooccurrenceStore:
 
     def q_bytes(self) -> int:
         """Bytes on disk of the blocks of Q the head reads (what one pass over Q reads)."""
-        total = 0
-        for (i, j), v in np.ndenumerate(self.block_versions):
-            if v > 0:
-                path = os.path.join(self.path, _vname(int(v)), "Q", "c", str(i), str(j))
-                if os.path.exists(path):
-                    total += os.path.getsize(path)
-        return total
+        return sum(os.path.getsize(f) for f in self._block_files(np.ones(
+            (self.n_blocks, self.n_blocks), dtype=bool)) if os.path.exists(f))
+
+    def _block_files(self, which: np.ndarray) -> list[str]:
+        """The chunk files of the head's stored blocks where ``which`` (nb×nb bool)."""
+        bv, sparse = self.block_versions, self.block_sparse
+        return [f for i, j in np.argwhere(which & (bv > 0)).tolist()
+                for f in block_files(self.path, int(bv[i, j]), *self.block_slices(i, j),
+                                     self.chunk_size, bool(sparse[i, j]))]
 
     def info(self) -> dict[str, Any]:
         """A summary: V, documents, tokens, density, size on disk, sources."""
@@ -818,20 +940,25 @@ class CooccurrenceStore:
             "blocks_total": int(bv.size),
             "nnz": nnz,
             "density": nnz / float(self.V) ** 2 if self.V else 0.0,
+            "blocks_sparse": int(self.block_sparse.sum()),
+            "bytes_of_q": self.q_bytes(),
+            "bytes_per_nnz": self.q_bytes() / nnz if nnz else 0.0,
             "bytes_on_disk": disk,
             "missing_blocks": self.missing_blocks(),
             "sources": self.sources,
         }
 
     def missing_blocks(self) -> list[list[int]]:
-        """The blocks [i, j, version] recorded with non-zeros whose chunk file is gone: a
-        quick check (one ``stat`` per block; :meth:`verify` reads them all)."""
+        """The blocks [i, j, version] recorded with non-zeros whose chunk files are gone: a
+        quick check (a ``stat`` per file; :meth:`verify` reads them all)."""
         recorded = self.block_nnz
         if recorded is None:
             return []
-        bv = self.block_versions
+        bv, sparse = self.block_versions, self.block_sparse
         return [[i, j, int(bv[i, j])] for i, j in np.argwhere((recorded > 0) & (bv > 0)).tolist()
-                if not _chunk_exists(self.path, f"{_vname(int(bv[i, j]))}/Q", i, j)]
+                if not all(os.path.exists(f) for f in block_files(
+                    self.path, int(bv[i, j]), *self.block_slices(i, j), self.chunk_size,
+                    bool(sparse[i, j])))]
 
     def verify(self, *, inputs: bool = False, threads: int | None = None) -> list[str]:
         """Check the version this object reads, and return the problems found (none: []).
@@ -853,7 +980,7 @@ class CooccurrenceStore:
             _ = self.word_counts, self.doc_freq
         except Exception as exc:
             return [f"version {self.version}: its counts cannot be read ({exc})"]
-        recorded = self.block_nnz
+        recorded, sparse = self.block_nnz, self.block_sparse
         jobs = [(i, j) for i, j in np.argwhere(bv > 0).tolist()]
 
         def check(ij: tuple[int, int]) -> tuple[float, str | None]:
@@ -861,7 +988,8 @@ class CooccurrenceStore:
             rows, cols = self.block_slices(i, j)
             want = int(recorded[i, j]) if recorded is not None else -1
             try:
-                block = read_q_block(self.path, int(bv[i, j]), rows, cols, 1.0, want)
+                block = read_q_block(self.path, int(bv[i, j]), rows, cols, 1.0, want,
+                                     sparse=bool(sparse[i, j]))
             except StoreError as exc:
                 return 0.0, str(exc).split(": ", 1)[-1]
             got = int(np.count_nonzero(block))
@@ -949,6 +1077,7 @@ class CooccurrenceStore:
         if create:
             grp = zarr.open_group(self.path, mode="r+")
             c, V = self.chunk_size, self.V
+            grp.create_group(f"{txn.group_path}/S")  # sparse blocks' parent, made once
             return grp.create_array(
                 f"{txn.group_path}/Q", shape=(V, V), chunks=(c, c), dtype="f8", fill_value=0.0,
                 compressors=_q_compressor(),
@@ -968,6 +1097,7 @@ class CooccurrenceStore:
         n_oov_tokens: int = 0,
         n_replaced_bytes: int = 0,
         block_nnz: dict[tuple[int, int], int] | None = None,
+        sparse: Sequence[tuple[int, int]] = (),
         new_sources: Sequence[dict[str, Any]] = (),
         extra: dict[str, Any] | None = None,
     ) -> None:
@@ -975,7 +1105,8 @@ class CooccurrenceStore:
 
         The counts are the round's *additions*; they are added to the head's totals.
         ``block_nnz`` gives the non-zeros of each block written (both (i, j) and its mirror);
-        the store keeps them to detect lost blocks.
+        the store keeps them to detect lost blocks. ``sparse``: the blocks written that were
+        stored sparse (:func:`write_q_block`).
         """
         try:
             head = self._head()
@@ -989,6 +1120,9 @@ class CooccurrenceStore:
             nnz_map = dict(head.get("block_nnz", {}))
             for (i, j), n in (block_nnz or {}).items():
                 nnz_map[f"{i},{j}"] = int(n)
+            stored_sparse = set(head.get("sparse_blocks", ()))
+            stored_sparse -= {f"{i},{j}" for i, j in written}
+            stored_sparse |= {f"{i},{j}" for i, j in sparse}
             sources = list(head["sources"]) + [dict(s, version=number) for s in new_sources]
             added = {"n_docs": n_docs, "n_tokens": n_tokens, "n_skipped_docs": n_skipped_docs,
                      "n_oov_tokens": n_oov_tokens, "n_replaced_bytes": n_replaced_bytes}
@@ -997,6 +1131,7 @@ class CooccurrenceStore:
                 "number": number,
                 "nnz": int(sum(nnz_map.values())),
                 "block_nnz": nnz_map,
+                "sparse_blocks": sorted(stored_sparse),
                 "sources": sources,
                 "sources_digest": sources_digest(self.uid, sources),
                 "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -1005,7 +1140,8 @@ class CooccurrenceStore:
             attrs.update(extra or {})
             vg.attrs.update(attrs)
             # the switch: one atomic rewrite of the root zarr.json
-            grp.attrs["streamtopic"] = dict(self._meta, head=number)
+            grp.attrs["streamtopic"] = dict(self._meta, head=number,
+                                            format_version=FORMAT_VERSION)
             txn.committed = True
             self._reload()
             self._collect_after_commit()
@@ -1095,8 +1231,12 @@ class CooccurrenceStore:
             for bv in maps.values():
                 used |= bv == number
             for i, j in np.argwhere(~used).tolist():
-                chunk = os.path.join(self.path, "versions", name, "Q", "c", str(i), str(j))
-                _remove_quietly(chunk)
+                rows, cols = self.block_slices(i, j)
+                for kind in (False, True):
+                    for f in block_files(self.path, number, rows, cols, self.chunk_size, kind):
+                        _remove_quietly(f)
+                shutil.rmtree(os.path.join(self.path, *_sparse_path(number, rows, cols).split(
+                    "/")), ignore_errors=True)
 
 
 def _group(root: zarr.Group, path: str) -> zarr.Group:
@@ -1138,10 +1278,6 @@ def _q_compressor() -> Any:
     from zarr.codecs import BloscCodec
 
     return [BloscCodec(cname="lz4", clevel=5, shuffle="noshuffle"), *checksum_codecs()]
-
-
-def _chunk_exists(root: str, array_path: str, i: int, j: int) -> bool:
-    return os.path.exists(os.path.join(root, array_path, "c", str(i), str(j)))
 
 
 def remove_store(path: str) -> None:

@@ -518,7 +518,7 @@ def test_failed_first_ingest_leaves_no_build_directory(tmp_path, monkeypatch):
 
     real = cooccurrence._write_group
 
-    def write_group(piece, stats, root, old, old_nnz, number, grid, i, g):
+    def write_group(piece, stats, root, old, old_nnz, number, grid, i, g, *rest):
         if (i, g) == (0, 0):
             time.sleep(0.1)  # the others have started
             raise OSError(errno.ENOSPC, "No space left on device")
@@ -526,7 +526,7 @@ def test_failed_first_ingest_leaves_no_build_directory(tmp_path, monkeypatch):
         time.sleep(0.4)  # a write under way when the first one fails
         r0, r1 = grid.rows(i)
         arr[r0:r1, r0:r1] = 1.0
-        return real(piece, stats, root, old, old_nnz, number, grid, i, g)
+        return real(piece, stats, root, old, old_nnz, number, grid, i, g, *rest)
 
     monkeypatch.setattr(cooccurrence, "_write_group", write_group)
     with pytest.raises(OSError, match="No space left"):
