@@ -20,7 +20,8 @@ A constraint is one of:
 * :class:`Options`: one of some values (compared with ``==``; strings, mostly);
 * ``None``: the value None;
 * ``"boolean"``: ``True`` or ``False`` (Python's or NumPy's);
-* ``"path"``: a non-empty ``str`` or ``os.PathLike`` (not bytes).
+* ``"path"``: a non-empty ``str`` or ``os.PathLike`` (not bytes);
+* ``"words"``: a list or tuple of strings.
 
 A function declares its constraints once with the decorator :func:`validated`, which checks
 the arguments of every call. Constraints that tie several parameters together
@@ -103,7 +104,7 @@ class Options:
 
 
 #: One constraint of a parameter's list.
-Constraint: TypeAlias = Interval | Options | None | Literal["boolean", "path"]
+Constraint: TypeAlias = Interval | Options | None | Literal["boolean", "path", "words"]
 
 
 def _accepts(constraint: Constraint, value: Any) -> bool:
@@ -113,6 +114,8 @@ def _accepts(constraint: Constraint, value: Any) -> bool:
         return isinstance(value, (bool, np.bool_))
     if constraint == "path":
         return isinstance(value, (str, os.PathLike)) and bool(os.fspath(value))
+    if constraint == "words":
+        return isinstance(value, (list, tuple)) and all(isinstance(w, str) for w in value)
     assert isinstance(constraint, (Interval, Options)), constraint
     return constraint.accepts(value)
 
@@ -124,6 +127,8 @@ def _describe(constraint: Constraint) -> str:
         return "a boolean"
     if constraint == "path":
         return "a path"
+    if constraint == "words":
+        return "a list of words"
     return str(constraint)
 
 

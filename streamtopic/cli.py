@@ -119,7 +119,8 @@ _stop_words_option = click.option(
     help="Stop words removed from text input: 'english' (scikit-learn's list, the default "
          "for a new store), 'none', or a file with one word per line. Without it, an "
          "existing store keeps its own (evaluate: as the model's store was built). UCI and "
-         "HDF5 input is not tokenised.",
+         "HDF5 input is not tokenised. fit: also words left out of the model's vocabulary "
+         "at fit time (documents keep their lengths).",
 )
 
 
@@ -190,13 +191,15 @@ class _Ingest(_Reader):
 _ingest_options = _grouped("reader", _Ingest, [
     *_READER_OPTIONS,
     click.option("--min-df", type=click.IntRange(min=1), default=None,
-                 help="Keep terms in at least N documents (new store; default 5)."),
+                 help="Keep terms in at least N documents (a new store's vocabulary; "
+                      "default 5). fit: also the model's words, chosen among the store's "
+                      "at fit time without reading the corpus again."),
     click.option("--max-df", type=float, default=None,
-                 help="Keep terms in at most this fraction of documents (new store; "
-                      "default 0.5)."),
+                 help="Keep terms in at most this fraction of documents (a new store's "
+                      "vocabulary; default 0.5). fit: also at fit time, as --min-df."),
     click.option("--keep-n", type=click.IntRange(min=1), default=None,
-                 help="Keep the N terms of highest document frequency (new store; default "
-                      "100000)."),
+                 help="Keep the N terms of highest document frequency (a new store's "
+                      "vocabulary; default 100000). fit: also at fit time, as --min-df."),
     click.option("--blocksize", type=click.IntRange(min=1), default=None,
                  help="Bytes of input per partition (default: up to 4 MiB)."),
     click.option("--chunk-size", type=click.IntRange(min=1), default=None,
@@ -563,6 +566,10 @@ def fit(source: str, output: str, model_format: str, top: int, store_path: str |
     """Fit a topic model to SOURCE: a co-occurrence store, or raw input (ingested first
     with the options of ingest).
 
+    --min-df, --max-df, --keep-n and --stop-words choose the model's vocabulary among the
+    store's words, without reading the corpus again: the model equals one fitted on a
+    store ingested with that pruning.
+
     Prints each topic's top words, its anchor word marked *like this*.
     """
     import time
@@ -576,6 +583,10 @@ def fit(source: str, output: str, model_format: str, top: int, store_path: str |
     _writing(output)
     model = params.build(scratch or os.path.dirname(os.path.abspath(output)),
                          progress=not sched.quiet)
+    # the vocabulary options also choose the model's words among the store's, at fit time
+    # (a store that fit builds from raw input already has them: the selection keeps it all)
+    model.set_params(min_df=reader.min_df, max_df=reader.max_df, keep_n=reader.keep_n,
+                     stop_words=reader.stop_words)
     model._validate_params()  # a bad option is reported before a long ingest
     t0 = time.perf_counter()
     numeric = is_store or _numeric_inputs([source], reader.fmt)
@@ -636,6 +647,13 @@ def _echo_fit(model: Any, output: str, seconds: float, top: int) -> None:
         f"cleanup changed {diag['cleanup_changed']} anchors; {secs}; total {seconds:.2f} s",
         err=True,
     )
+    chosen = diag.get("vocabulary")
+    if chosen:
+        shown = {k: (f"[{len(v)} words]" if isinstance(v, list) else v)
+                 for k, v in chosen.items() if k in ("min_df", "max_df", "keep_n", "stop_words")}
+        settings = ", ".join(f"{k} {v}" for k, v in shown.items() if v is not None)
+        click.echo(f"vocabulary chosen at fit time: {chosen['V']:,} of the store's "
+                   f"{chosen['store_V']:,} words ({settings})", err=True)
     rect = diag.get("rectification")
     if rect and rect.get("reused"):
         click.echo(f"rectified Q reused from {rect['path']}", err=True)

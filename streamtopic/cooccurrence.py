@@ -1,11 +1,22 @@
 """Streaming ingestion: the unbiased co-occurrence estimator, accumulated into the store.
 
-For a document with word counts h (V,) and length n >= 2,
+For a document with word counts h (V,) over the store's vocabulary and length n >= 2,
 
     Q_d = (h hᵀ − diag h) / (n (n − 1)),
 
-whose expectation under the topic model is A R Aᵀ. Documents with n < 2 carry no pair and are
-skipped (and counted). The store keeps Σ_d Q_d; ``store.Q`` divides by the number of documents.
+whose expectation under the topic model is A R Aᵀ (restricted to the vocabulary). Documents
+with n < 2 carry no pair and are skipped (and counted). The store keeps Σ_d Q_d;
+``store.Q`` divides it by its total, so that it sums to 1.
+
+The length n is the document's length *in its input* (``doc_length='input'``, every store
+built now): for text, its tokens before stop words are removed; for counts (UCI, HDF5), the
+row sum over all of the file's words. It does not depend on the vocabulary, so each entry
+Q[i, j] depends on words i and j alone: any sub-vocabulary of a store is exactly the store
+ingested with that vocabulary (what fit-time vocabulary selection relies on,
+:mod:`streamtopic.selection`). A document is counted (``n_docs``) iff n >= 2, even when fewer
+than two of its tokens are in the vocabulary. Stores built before kept n = the document's
+tokens in the vocabulary (``doc_length='vocabulary'``, the absence of the setting), and
+keep it for their incremental ingests.
 
 The pipeline, all in Dask:
 
@@ -38,7 +49,7 @@ import scipy.sparse as sp
 
 from ._io import TargetExistsError, written_aside
 from .corpus import Corpus, CorpusError, DocChunk, _uci_header, read_corpus
-from .store import CooccurrenceStore, StoreError, read_q_block, write_q_block
+from .store import DOC_LENGTH, CooccurrenceStore, StoreError, read_q_block, write_q_block
 from .vocabulary import TermStats, Tokenizer, Vocabulary, read_vocab_file, validate_pruning
 
 __all__ = [
@@ -61,13 +72,18 @@ DEFAULT_MAX_DF = 0.5
 DEFAULT_KEEP_N = 100_000
 
 
-def document_cooccurrence(H: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
+def document_cooccurrence(
+    H: sp.csr_matrix, lengths: np.ndarray | None = None
+) -> tuple[sp.csr_matrix, np.ndarray]:
     """Σ_d Q_d over the rows of a document-term count matrix.
 
     Parameters
     ----------
     H : scipy.sparse matrix of shape (D, V)
-        Word counts; rows with fewer than 2 tokens are ignored.
+        Word counts.
+    lengths : ndarray of shape (D,), optional
+        The documents' lengths n_d (default: the row sums of ``H``); rows with n_d < 2 are
+        ignored.
 
     Returns
     -------
@@ -77,17 +93,27 @@ def document_cooccurrence(H: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
         Which rows contributed.
     """
     H = sp.csr_matrix(H, dtype=np.float64)
-    n = np.asarray(H.sum(axis=1)).ravel()
+    n = _lengths(H, lengths)
     used = n >= 2
     V = H.shape[1]
-    Hu, Hw, diag = _weighted(H[used])
+    Hu, Hw, diag = _weighted(H[used], n[used])
     S = _product(Hu.tocsc(), Hw.tocsc(), diag, 0, V, 0, V)
     return S, used
 
 
-def _weights_and_diagonal(Hu: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
-    """w_d = 1/(n_d(n_d−1)) (n_docs,), and the exact diagonal Σ_d (h_i² − h_i) w_d (V,)."""
-    nu = np.asarray(Hu.sum(axis=1)).ravel()
+def _lengths(H: sp.csr_matrix, lengths: np.ndarray | None) -> np.ndarray:
+    """The documents' lengths n_d (D,) float64: ``lengths``, else the row sums of ``H``."""
+    if lengths is None:
+        return np.asarray(H.sum(axis=1), dtype=np.float64).ravel()
+    return np.asarray(lengths, dtype=np.float64).ravel()
+
+
+def _weights_and_diagonal(
+    Hu: sp.csr_matrix, n: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """w_d = 1/(n_d(n_d−1)) (n_docs,), and the exact diagonal Σ_d (h_i² − h_i) w_d (V,);
+    n_d (n_docs,) defaults to the row sums of ``Hu``."""
+    nu = _lengths(Hu, n)
     w = 1.0 / (nu * (nu - 1.0))
     per_entry = np.repeat(w, np.diff(Hu.indptr))
     # term by term, so that exact zeros stay zero
@@ -96,9 +122,12 @@ def _weights_and_diagonal(Hu: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
     return w, diag
 
 
-def _weighted(Hu: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
-    """Hu, Hw = diag(w) Hu, and the exact diagonal of Σ_d Q_d."""
-    w, diag = _weights_and_diagonal(Hu)
+def _weighted(
+    Hu: sp.csr_matrix, n: np.ndarray | None = None
+) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
+    """Hu, Hw = diag(w) Hu, and the exact diagonal of Σ_d Q_d (lengths ``n``: see
+    :func:`_weights_and_diagonal`)."""
+    w, diag = _weights_and_diagonal(Hu, n)
     Hw = sp.csr_matrix((Hu.data * np.repeat(w, np.diff(Hu.indptr)), Hu.indices, Hu.indptr),
                        shape=Hu.shape)
     return Hu, Hw, diag
@@ -173,6 +202,7 @@ class _Stats:
     n_tokens: int = 0
     n_oov: int = 0
     n_replaced: int = 0
+    q_mass: float = 0.0  # Σ_d n'_d (n'_d − 1) w_d: the total of the round's Σ_d Q_d
     word_counts: np.ndarray = field(init=False)
     doc_freq: np.ndarray = field(init=False)
     diag: np.ndarray = field(init=False)  # exact diagonal of the round's Σ_d Q_d
@@ -191,6 +221,7 @@ class _Stats:
         self.n_tokens += other.n_tokens
         self.n_oov += other.n_oov
         self.n_replaced += other.n_replaced
+        self.q_mass += other.q_mass
         self.word_counts += other.word_counts
         self.doc_freq += other.doc_freq
         self.diag += other.diag
@@ -265,14 +296,17 @@ class _WeightedDocs:
         return {k: v for k, v in self.__dict__.items() if k != "_columns"}
 
 
-def _weighted_docs(Hu: sp.csr_matrix) -> tuple[_WeightedDocs, np.ndarray]:
-    """The partition's documents and the exact diagonal Σ_d (h_i² − h_i) w_d (V,). Diagonal
-    entries the links add are Σ_d h_i² w_d; the block writer replaces them by the exact values,
-    so the hot path never touches them."""
+def _weighted_docs(
+    Hu: sp.csr_matrix, n: np.ndarray | None = None
+) -> tuple[_WeightedDocs, np.ndarray]:
+    """The partition's documents (rows of ``Hu``, lengths ``n``, default their row sums) and
+    the exact diagonal Σ_d (h_i² − h_i) w_d (V,). Diagonal entries the links add are
+    Σ_d h_i² w_d; the block writer replaces them by the exact values, so the hot path never
+    touches them."""
     Hu = sp.csr_matrix(Hu, dtype=np.float64)
     Hu.sum_duplicates()
     Hu.sort_indices()
-    w, diag = _weights_and_diagonal(Hu)
+    w, diag = _weights_and_diagonal(Hu, n)
     part = _WeightedDocs(Hu.indptr.astype(np.int64), Hu.indices.astype(np.int32), Hu.data, w,
                  Hu.shape[1])
     return part, diag
@@ -299,41 +333,60 @@ def _store_index(path: str, uid: str) -> dict[str, int]:
 
 
 def _partition_partial(
-    chunks: Sequence[DocChunk], store_path: str, uid: str, grid: _Grid
+    chunks: Sequence[DocChunk], store_path: str, uid: str, grid: _Grid, doc_length: str
 ) -> _Partial:
-    """One partition's contribution: its Q pieces per group, and its counts."""
+    """One partition's contribution: its Q pieces per group, and its counts. ``doc_length``
+    is the store's definition of a document's length n_d (:attr:`CooccurrenceStore.doc_length`:
+    its input length, or its tokens in the vocabulary)."""
     index = _store_index(store_path, uid)
     V = len(index)
     stats = _Stats(V)
     blocks: list[sp.csr_matrix] = []
+    lengths: list[np.ndarray] = []
     for ch in chunks:
         H, oov = _to_global(ch, index, V)
-        n = np.asarray(H.sum(axis=1)).ravel()
+        kept = np.asarray(H.sum(axis=1), dtype=np.float64).ravel()  # tokens in the vocabulary
+        n = ch.input_lengths.astype(np.float64) if doc_length == DOC_LENGTH else kept
         used = n >= 2
-        src = stats.per_source.setdefault(ch.source, {})
-        src["docs"] = src.get("docs", 0) + int(used.sum())
-        src["skipped"] = src.get("skipped", 0) + int((~used).sum())
-        src["tokens"] = src.get("tokens", 0) + int(n[used].sum())
-        src["oov"] = src.get("oov", 0) + oov
-        src["rows"] = src.get("rows", 0) + ch.n_docs
-        if ch.vocab_key is not None and ch.vocab_key.startswith("uci:"):
-            src["entries"] = src.get("entries", 0) + int(ch.n_records)
-            stats.doc_ranges.append((ch.source, ch.first_doc, ch.last_doc, ch.offset))
-        stats.n_docs += int(used.sum())
-        stats.n_skipped += int((~used).sum())
-        stats.n_tokens += int(n[used].sum())
-        stats.n_oov += oov
-        stats.n_replaced += ch.n_replaced
-        Hu = H[used]
-        stats.word_counts += np.asarray(Hu.sum(axis=0)).ravel().astype(np.int64)
-        stats.doc_freq += np.bincount(Hu.indices, minlength=V).astype(np.int64)
-        if Hu.shape[0]:
-            blocks.append(Hu)
+        _count_chunk(stats, ch, H[used], n[used], int((~used).sum()), oov)
+        pairs = used & (kept >= 2)  # the documents whose Q_d is not zero
+        if pairs.any():
+            blocks.append(H[pairs])
+            lengths.append(n[pairs])
     if not blocks:
         return [(None, stats)]
-    part, diag = _weighted_docs(sp.vstack(blocks, format="csr"))
+    Hp, n_p = sp.vstack(blocks, format="csr"), np.concatenate(lengths)
+    part, diag = _weighted_docs(Hp, n_p)
     stats.diag += diag
+    kept_p = np.asarray(Hp.sum(axis=1), dtype=np.float64).ravel()
+    stats.q_mass += float(np.dot(part.w, kept_p * (kept_p - 1.0)))
     return [(part, stats)]
+
+
+def _count_chunk(
+    stats: _Stats, ch: DocChunk, Hu: sp.csr_matrix, n: np.ndarray, skipped: int, oov: int
+) -> None:
+    """Add a chunk's counts to ``stats``: its used documents ``Hu`` (counts over the store's
+    vocabulary, n_used × V) of lengths ``n`` (n_used,), ``skipped`` documents shorter than 2
+    and ``oov`` tokens outside the vocabulary."""
+    V = stats.V
+    docs, tokens = int(Hu.shape[0]), int(n.sum())
+    src = stats.per_source.setdefault(ch.source, {})
+    src["docs"] = src.get("docs", 0) + docs
+    src["skipped"] = src.get("skipped", 0) + skipped
+    src["tokens"] = src.get("tokens", 0) + tokens
+    src["oov"] = src.get("oov", 0) + oov
+    src["rows"] = src.get("rows", 0) + ch.n_docs
+    if ch.vocab_key is not None and ch.vocab_key.startswith("uci:"):
+        src["entries"] = src.get("entries", 0) + int(ch.n_records)
+        stats.doc_ranges.append((ch.source, ch.first_doc, ch.last_doc, ch.offset))
+    stats.n_docs += docs
+    stats.n_skipped += skipped
+    stats.n_tokens += tokens
+    stats.n_oov += oov
+    stats.n_replaced += ch.n_replaced
+    stats.word_counts += np.asarray(Hu.sum(axis=0)).ravel().astype(np.int64)
+    stats.doc_freq += np.bincount(Hu.indices, minlength=V).astype(np.int64)
 
 
 try:  # scipy's kernel behind toarray(): adds a CSR matrix into a dense array, no allocation
@@ -668,9 +721,12 @@ def _tree(combine: Any, items: Sequence[Any]) -> Any:
 
 
 def _partition_term_stats(chunks: Sequence[DocChunk]) -> list[TermStats]:
+    """A partition's term statistics over the documents the store counts (input length at
+    least 2), so that a new store's pruning sees the document frequencies and the number of
+    documents that the store then records (and fit-time selection uses)."""
     total = TermStats()
     for ch in chunks:
-        total.merge(ch.term_stats())
+        total.merge(ch.term_stats(min_length=2))
     return [total]
 
 
@@ -721,10 +777,11 @@ class IngestReport:
     version : int
         Head version after the ingest (unchanged if nothing was ingested).
     n_docs, n_tokens : int
-        Documents and tokens added (documents with >= 2 tokens in the vocabulary).
+        Documents added (those of length n_d >= 2: input length, or tokens in the vocabulary
+        in an older store; see :mod:`streamtopic.cooccurrence`), and the sum of their lengths.
     n_skipped_docs : int
-        Documents with fewer than 2 in-vocabulary tokens (including empty ones, and the
-        ``n_absent_docs``), as the store counts them in its ``n_skipped_docs``.
+        Documents shorter than 2 (including empty ones, and the ``n_absent_docs``), as the
+        store counts them in its ``n_skipped_docs``.
     n_oov_tokens : int
         Tokens not in the store's vocabulary (pruned or out of a frozen vocabulary).
     n_replaced_bytes : int
@@ -1036,6 +1093,7 @@ def _first_ingest(
     config = {
         "tokenizer": corpus.tokenizer.config(),
         "pruning": {"vocab_file": os.path.abspath(vocab) if vocab else None, **pruning},
+        "doc_length": DOC_LENGTH,
     }
     lock = None
     try:
@@ -1060,7 +1118,8 @@ def _pruned_vocabulary(
     stats = _vocabulary_pass(corpus, progress)
     if stats.n_docs == 0:
         raise CorpusError(
-            ", ".join(s.path for s in corpus.sources), "the corpus has no documents"
+            ", ".join(s.path for s in corpus.sources),
+            "the corpus has no documents with 2 or more tokens",
         )
     voc = Vocabulary.from_stats(stats, **pruning)
     if len(voc) == 0:
@@ -1140,7 +1199,7 @@ def _accumulate(
     grid = _make_grid(store.V, store.chunk_size)
     parts = (
         corpus.to_bag()
-        .map_partitions(_partition_partial, store.path, store.uid, grid)
+        .map_partitions(_partition_partial, store.path, store.uid, grid, store.doc_length)
         .to_delayed()
     )
     txn = store.begin(lock)
@@ -1156,7 +1215,7 @@ def _accumulate(
         entries = _manifest_entries(hashed, stamps, fields, stats)
         absent_docs = _absent_uci_docs(corpus, stats)
         skipped_docs = stats.n_skipped + absent_docs
-        if stats.n_docs == 0 and store.n_docs == 0:
+        if store.n_docs == 0 and (stats.n_docs == 0 or stats.q_mass == 0):
             raise CorpusError(
                 ", ".join(s.path for s in corpus.sources),
                 "no document has 2 or more in-vocabulary tokens",
@@ -1174,6 +1233,7 @@ def _accumulate(
             block_nnz={(i, j): n for lst in written_lists for (i, j, n, _) in lst},
             sparse=[(i, j) for lst in written_lists for (i, j, _, sparse) in lst if sparse],
             new_sources=entries,
+            extra=_mass_record(store, stats),
         )
     except BaseException:
         store.abort(txn)
@@ -1182,6 +1242,15 @@ def _accumulate(
         store.path, store.version, stats.n_docs, stats.n_tokens, skipped_docs, stats.n_oov,
         stats.n_replaced, store.V, entries, n_absent_docs=absent_docs,
     )
+
+
+def _mass_record(store: CooccurrenceStore, stats: _Stats) -> dict[str, Any]:
+    """The head attribute ``q_mass`` after a round (the store's plus the round's), for a
+    store whose lengths are input lengths (:attr:`CooccurrenceStore.q_total`); nothing for
+    an older store, whose total is its number of documents."""
+    if store.doc_length != DOC_LENGTH:
+        return {}
+    return {"q_mass": (store.q_total if store.version > 0 else 0.0) + stats.q_mass}
 
 
 def _stamps(sources: Sequence[Any]) -> dict[str, str]:

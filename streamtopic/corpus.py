@@ -126,6 +126,11 @@ class DocChunk:
         For id-based sources (UCI, HDF5), a key of the source vocabulary; ``term_ids`` then
         gives each column's id in it.
     term_ids : ndarray of shape (T,) or None
+    lengths : ndarray of shape (n_docs,) or None
+        Each document's *input length*: for text, its tokens before stop words are removed
+        (:meth:`~streamtopic.vocabulary.Tokenizer.tokens_and_length`); None when it is the
+        row sum of ``counts`` (count inputs, whose columns are all of the file's words).
+        See :attr:`input_lengths`.
     """
 
     counts: sp.csr_matrix
@@ -138,16 +143,30 @@ class DocChunk:
     n_records: int = 0  # UCI: entry lines read
     last_doc: int = -1  # UCI: index of the last document (docID − 1)
     offset: int = 0  # byte offset of the chunk's first record in ``source``
+    lengths: np.ndarray | None = None
 
     @property
     def n_docs(self) -> int:
         return int(self.counts.shape[0])
 
-    def term_stats(self) -> TermStats:
-        """Document frequency and token count of each term in this chunk."""
+    @property
+    def input_lengths(self) -> np.ndarray:
+        """Each document's length in its input (n_docs,) int64, whatever vocabulary is
+        kept: ``lengths`` for text (stop words included), else the row sums of ``counts``
+        (UCI, HDF5: every column of the file, including words outside a store's
+        vocabulary)."""
+        if self.lengths is not None:
+            return np.asarray(self.lengths, dtype=np.int64)
+        return np.asarray(self.counts.sum(axis=1), dtype=np.int64).ravel()
+
+    def term_stats(self, min_length: int = 0) -> TermStats:
+        """Document frequency and token count of each term in this chunk, over the
+        documents whose input length (:attr:`input_lengths`) is at least ``min_length``."""
         stats = TermStats()
-        stats.n_docs = self.n_docs
         c = self.counts
+        if min_length > 0:
+            c = c[np.flatnonzero(self.input_lengths >= min_length)]
+        stats.n_docs = int(c.shape[0])
         tf = np.asarray(c.sum(axis=0)).ravel().astype(np.int64)
         df = np.bincount(c.indices, minlength=c.shape[1]).astype(np.int64)
         if self.vocab_key is not None and self.term_ids is not None:
@@ -155,6 +174,10 @@ class DocChunk:
             stats.add_ids(
                 self.vocab_key, _source_vocab(self.vocab_key), self.term_ids[nz], df[nz], tf[nz]
             )
+        elif min_length > 0:  # only the terms of the documents kept
+            present = np.flatnonzero(tf)
+            stats.add_terms([self.terms[i] for i in present.tolist()], df[present],
+                            tf[present])
         else:
             stats.add_terms(self.terms, df, tf)
         return stats
@@ -580,12 +603,15 @@ class _ChunkBuilder:
         self.index: dict[str, int] = {}
         self.ids: list[int] = []
         self.indptr: list[int] = [0]
+        self.lengths: list[int] = []
         self.replaced = 0
 
-    def add(self, tokens: list[str], replaced: int = 0) -> None:
+    def add(self, tokens: list[str], length: int | None = None, replaced: int = 0) -> None:
+        """Add a document: its ``tokens`` and its input length (default: ``len(tokens)``)."""
         index = self.index
         self.ids.extend([index.setdefault(t, len(index)) for t in tokens])
         self.indptr.append(len(self.ids))
+        self.lengths.append(len(tokens) if length is None else length)
         self.replaced += replaced
         if len(self.indptr) > CHUNK_DOCS:
             self.flush()
@@ -601,7 +627,8 @@ class _ChunkBuilder:
         )
         m.sum_duplicates()
         terms = list(self.index)
-        self.chunks.append(DocChunk(m, terms, self.source, self.next_doc, self.replaced))
+        self.chunks.append(DocChunk(m, terms, self.source, self.next_doc, self.replaced,
+                                    lengths=np.asarray(self.lengths, dtype=np.int64)))
         self.next_doc += n
         self._reset()
 
@@ -622,7 +649,7 @@ def _read_text_part(part: _PartitionPlan, tokenizer: Tokenizer) -> list[DocChunk
                 offset += len(line) + 1
                 continue
             text = _json_text(part, text, field_name, offset, i)
-        builder.add(tokenizer(text), replaced)
+        builder.add(*tokenizer.tokens_and_length(text), replaced=replaced)
         offset += len(line) + 1
     builder.flush()
     return builder.chunks
@@ -687,7 +714,7 @@ def _read_files_part(part: _PartitionPlan, tokenizer: Tokenizer) -> list[DocChun
             if src.strip_headers:
                 raw = _strip_header_block(raw, src.keep_subject)
             text, replaced = _decode(raw)
-            builder.add(tokenizer(text), replaced)
+            builder.add(*tokenizer.tokens_and_length(text), replaced=replaced)
     else:
         members: tuple[tuple[int, int], ...] = part.opt("members", ())
         if members:
@@ -698,7 +725,7 @@ def _read_files_part(part: _PartitionPlan, tokenizer: Tokenizer) -> list[DocChun
                 if src.strip_headers:
                     doc = _strip_header_block(doc, src.keep_subject)
                 text, replaced = _decode(doc)
-                builder.add(tokenizer(text), replaced)
+                builder.add(*tokenizer.tokens_and_length(text), replaced=replaced)
     builder.flush()
     return builder.chunks
 
@@ -1348,6 +1375,10 @@ def convert(
     corpus: Corpus, output: str | os.PathLike[str], *, progress: bool = True
 ) -> dict[str, int]:
     """Write any readable corpus into the HDF5 CSR form, streaming, in corpus order.
+
+    Text is written as the counts of its tokens, stop words removed: a store ingested from
+    the HDF5 file counts each document's length as those tokens (a count input's row sum),
+    where one ingested from the text counts its stop words too.
 
     Returns
     -------

@@ -53,6 +53,7 @@ from .recovery import (
     recover_original_in_memory,
 )
 from .rectification import RECTIFY_METHODS
+from .selection import Selection, selected_store
 from .sketch import (
     AnchorPoints,
     anchor_candidates,
@@ -256,6 +257,19 @@ class AnchorTopicModel:
         not fit the memory budget; 'all': the whole vocabulary. Used only with refinement, which
         gives the other words their rows. Method's choice: 'auto' (rectified), 'all'
         (plain).
+    min_df, max_df, keep_n : int, float, int, optional
+        The vocabulary chosen at fit time (:mod:`streamtopic.selection`): the store's words
+        in at least ``min_df`` documents and at most ``max_df`` (a fraction in (0, 1]) of
+        them, then the ``keep_n`` of highest document frequency, with gensim's
+        ``filter_extremes`` semantics. The fit then equals, to rounding, a fit on the store
+        ingested with that pruning; the corpus is not read again for it. Default (None):
+        ``streamtopic.selection.FIT_MIN_DF`` etc., which keep every word. A store built
+        before input-length normalisation refuses a selection (re-ingest it).
+    stop_words : {'english', 'none'}, path, list of str, optional
+        Further words to leave out of the fit's vocabulary: scikit-learn's English list,
+        none, the words of a file (one per line) or a list. Only the vocabulary changes:
+        the documents' lengths stay those of the store. Default (None):
+        ``streamtopic.selection.FIT_STOP_WORDS`` (none).
     sketch_dim : int
         Dimension d of the random projection used to find anchors (``min(d, V)``).
     anchor_min_df : int, optional
@@ -299,11 +313,13 @@ class AnchorTopicModel:
     topic_cooccurrence_ : ndarray of shape (K, K)
         R, the topic-topic co-occurrence (sums to 1), by ``topic_topic``.
     vocab_ : list of str
-        The V words.
+        The V words (the store's, or those the fit selected: ``min_df`` …).
     n_converged_ : int
         Word rows whose solver met the tolerance (out of ``n_fitted_``).
     diagnostics_ : dict
-        Seconds per stage, greedy anchors before cleanup, solver statistics.
+        Seconds per stage, greedy anchors before cleanup, solver statistics, the store fitted
+        (``store``: path, version, documents) and the fit's vocabulary selection
+        (``vocabulary``: its settings and sizes, or None).
 
     See Also
     --------
@@ -324,6 +340,10 @@ class AnchorTopicModel:
         memory_budget: int | None = None,
         refine_passes: int | str | None = None,
         core_size: int | str | None = None,
+        min_df: int | None = None,
+        max_df: float | None = None,
+        keep_n: int | None = None,
+        stop_words: str | os.PathLike[str] | Sequence[str] | None = None,
         sketch_dim: int = 1000,
         anchor_min_df: int | None = None,
         exact_anchors: bool = False,
@@ -345,6 +365,10 @@ class AnchorTopicModel:
         self.memory_budget = memory_budget
         self.refine_passes = refine_passes
         self.core_size = core_size
+        self.min_df = min_df
+        self.max_df = max_df
+        self.keep_n = keep_n
+        self.stop_words = stop_words
         self.sketch_dim = sketch_dim
         self.anchor_min_df = anchor_min_df
         self.exact_anchors = exact_anchors
@@ -371,6 +395,10 @@ class AnchorTopicModel:
         "memory_budget": [Interval(Integral, 1, None), None],
         "refine_passes": [Options("auto"), Interval(Integral, 0, None), None],
         "core_size": [Options("auto", "all"), Interval(Integral, 1, None), None],
+        "min_df": [Interval(Integral, 1, None), None],
+        "max_df": [Interval(Real, 0, 1, closed="right"), None],
+        "keep_n": [Interval(Integral, 1, None), None],
+        "stop_words": [Options("english", "none"), "path", "words", None],
         "sketch_dim": [Interval(Integral, 1, None)],
         "anchor_min_df": [Interval(Integral, 0, None), None],
         "exact_anchors": ["boolean"],
@@ -425,7 +453,12 @@ class AnchorTopicModel:
         sd = self.scratch_dir
         if sd is not None and os.path.exists(sd) and not os.path.isdir(sd):
             raise ValueError(f"scratch_dir={os.fspath(sd)}: is not a directory")
+        self._selection().stop_set()  # a stop-word file that does not exist
         return s
+
+    def _selection(self) -> Selection:
+        """The fit's vocabulary selection (:mod:`streamtopic.selection`)."""
+        return Selection.from_params(self.min_df, self.max_df, self.keep_n, self.stop_words)
 
     # ----------------------------------------------------------------- fit
 
@@ -464,19 +497,26 @@ class AnchorTopicModel:
         from .cluster import memory_budget
 
         self._s = self._validate_params()
-        with _opened(X) as store:
+        with _opened(X) as source:
             self._budget = (int(self.memory_budget) if self.memory_budget is not None
                             else memory_budget())
-            corpus = self._training_corpus(store)
-            core = self._core_words(store, refining=corpus is not None)
             seconds: dict[str, float] = {}
-            root = self._scratch_root(store)
-            with ExitStack() as held, fit_scratch(root, store.path) as scratch:
+            root = self._scratch_root(source)
+            with ExitStack() as held, fit_scratch(root, source.path) as scratch:
+                t0 = time.perf_counter()
+                store, selected = selected_store(source, self._selection(), scratch,
+                                                 int(self.n_topics))
+                if selected is not None:
+                    seconds["select"] = time.perf_counter() - t0
+                corpus = self._training_corpus(store)
+                core = self._core_words(store, refining=corpus is not None)
                 spectral = (self._spectral_store(store, scratch, seconds, held) if core is None
                             else self._spectral_core(store, core, seconds))
                 refined = (None if corpus is None
                            else self._refine(spectral.start, corpus, store, scratch, seconds))
-            self._set_results(store, spectral, refined, seconds)
+                self._set_results(store, spectral, refined, seconds)
+            self.diagnostics_["store"] = _store_record(source)
+            self.diagnostics_["vocabulary"] = selected
         return self
 
     def _scratch_root(self, store: CooccurrenceStore) -> str:
@@ -684,7 +724,7 @@ class AnchorTopicModel:
             "rectification": fit.rectification,
             "refinement": None if refined is None else _refine_diagnostics(refined),
             "topic_topic": s.topic_topic,
-            "store": {"path": store.path, "version": store.version, "n_docs": store.n_docs},
+            "store": _store_record(store),
         }
 
     def _rectified(self, store: CooccurrenceStore, scratch: str,
@@ -930,6 +970,13 @@ def spectral_in_memory(
     return _Spectral(A=A, prevalence=prevalence, R=R, p=p, anchors=res,
                      n_candidates=int(cand.size), solver=solver, rectification=rect_info,
                      start=A.T, core=None)
+
+
+def _store_record(store: CooccurrenceStore) -> dict[str, Any]:
+    """The store a model was fitted on, in ``diagnostics_``: its path, version, documents
+    and vocabulary size (a fit-time selection is recorded apart, as ``vocabulary``)."""
+    return {"path": store.path, "version": store.version, "n_docs": store.n_docs,
+            "V": store.V}
 
 
 def _rectification_record(res: Any) -> dict[str, Any]:

@@ -59,9 +59,9 @@ class QBlocks:
     Tasks of a pass read their blocks through this small, picklable object rather than
     depend on separate read tasks: a decoded block then lives only as long as the task that
     uses it, and never waits in memory, or travels between workers, for a consumer. Make one
-    with :meth:`from_store` (a store's head, divided by its document count), :meth:`from_zarr`
-    (a 2-D zarr array, e.g. the rectified Q) or :meth:`from_memory` (an in-memory array, for
-    Dask's threaded scheduler only: it is not sent anywhere).
+    with :meth:`from_store` (a store's head, divided by its total so that it sums to 1),
+    :meth:`from_zarr` (a 2-D zarr array, e.g. the rectified Q) or :meth:`from_memory` (an
+    in-memory array, for Dask's threaded scheduler only: it is not sent anywhere).
 
     Blocks are returned as new or read-only arrays; callers must not write into them.
     """
@@ -89,7 +89,7 @@ class QBlocks:
         """The blocks of the version ``store`` reads; the object keeps ``store``, and so its
         reader's lease, alive in this process."""
         out = cls(store.V, store.chunk_size, root=store.path,
-                  versions=np.asarray(store.block_versions), scale=1.0 / store.n_docs,
+                  versions=np.asarray(store.block_versions), scale=1.0 / store.q_total,
                   nnz=store.block_nnz, sparse=store.block_sparse)
         out._reader = store
         return out

@@ -469,13 +469,14 @@ class CooccurrenceStore:
     vocab : list of str
         The V terms (frozen at creation).
     n_docs : int
-        Documents that contributed (length >= 2).
+        Documents that contributed (length n_d >= 2; see :attr:`doc_length`).
     n_tokens : int
-        Tokens of the contributing documents.
+        Tokens of the contributing documents (the sum of their lengths n_d).
     word_counts, doc_freq : ndarray of shape (V,)
         Token counts and document frequencies over the contributing documents.
     Q : dask.array of shape (V, V)
-        The normalised estimator: the stored sum divided by ``n_docs`` (it sums to 1).
+        The normalised estimator: the stored sum divided by its total :attr:`q_total` (it
+        sums to 1).
     Q_sum : dask.array of shape (V, V)
         The stored, unnormalised sum of the per-document Q_d.
     """
@@ -757,6 +758,23 @@ class CooccurrenceStore:
         return list(self._head()["sources"])
 
     @property
+    def doc_length(self) -> str:
+        """What a document's length n_d (in w_d = 1/(n_d(n_d − 1))) is in this store:
+        ``'input'``, its length in its input whatever the vocabulary (stores built since
+        fit-time vocabularies: :data:`DOC_LENGTH`), or ``'vocabulary'``, its tokens in the
+        store's vocabulary (older stores, which keep it for their incremental ingests)."""
+        return doc_length_of(self.config)
+
+    @property
+    def q_total(self) -> float:
+        """The total of the stored sum Σ_d Q_d, by which :attr:`Q` is divided so that it
+        sums to 1: the recorded ``q_mass`` (Σ_d n'_d(n'_d − 1) w_d, n'_d the document's
+        tokens in the vocabulary), or ``n_docs`` where none is recorded (each Q_d sums to 1
+        when n_d counts the vocabulary's tokens, and a population Q is stored so)."""
+        mass = self._head().get("q_mass")
+        return float(self.n_docs) if mass is None else float(mass)
+
+    @property
     def counts_known(self) -> bool:
         """False for stores made by :meth:`from_array` without counts."""
         return bool(self._head().get("counts_known", True))
@@ -832,23 +850,29 @@ class CooccurrenceStore:
 
     @property
     def Q(self) -> Any:
+        return self._dask(1.0 / self._checked_total())
+
+    def _checked_total(self) -> float:
+        """:attr:`q_total`, or a :class:`StoreError` when it is 0 (nothing to normalise)."""
         if self.n_docs == 0:
             raise StoreError(f"{self.path}: the store is empty (no documents ingested)")
-        return self._dask(1.0 / self.n_docs)
+        total = self.q_total
+        if not total > 0:
+            raise StoreError(f"{self.path}: no two tokens of a document are in the vocabulary "
+                             "(Q is zero)")
+        return total
 
     def read_dense(self, *, normalised: bool = True, threads: int | None = None) -> np.ndarray:
-        """Q (V×V float64; the sum divided by ``n_docs`` when ``normalised``) read into one
+        """Q (V×V float64; the sum divided by :attr:`q_total` when ``normalised``) read into one
         in-memory array, its blocks decoded in parallel straight into place.
 
         For the in-memory paths only: it holds V² floats (``8·V²`` bytes)."""
-        if normalised and self.n_docs == 0:
-            raise StoreError(f"{self.path}: the store is empty (no documents ingested)")
+        scale = 1.0 / self._checked_total() if normalised else 1.0
         bv = self.block_versions
         c, V = self.chunk_size, self.V
         if self.version == 0 or not bv.any():
             return np.zeros((V, V))
         head = zarr.open_array(store=self.path, path=f"{_vname(self.version)}/Q", mode="r")
-        scale = 1.0 / self.n_docs if normalised else 1.0
         assert head.chunks == (c, c)
         return read_array_dense(head, scale=scale, block_versions=bv, root=self.path,
                                 threads=threads, block_nnz=self.block_nnz,
@@ -856,7 +880,7 @@ class CooccurrenceStore:
 
     def read_submatrix(self, ids: np.ndarray, *, threads: int | None = None) -> np.ndarray:
         """Q restricted to the words ``ids``: Q[ids][:, ids] (n×n float64, the sum divided by
-        ``n_docs``), read into memory.
+        :attr:`q_total`), read into memory.
 
         Only the blocks on and above the diagonal that hold both a row and a column of
         ``ids`` are read, in parallel; each gives its part of the result and the transposed
@@ -882,7 +906,7 @@ class CooccurrenceStore:
             raise ValueError("ids: must be sorted, distinct word ids of the store")
         n, c = ids.size, self.chunk_size
         out = np.zeros((n, n))
-        if n == 0 or self.n_docs == 0:
+        if n == 0 or not self.q_total > 0:
             return out
         from .passes import QBlocks
 
@@ -1006,9 +1030,11 @@ class CooccurrenceStore:
                     problems.append(problem)
         built_by_ingest = "tokenizer" in self.config or "pruning" in self.config
         if not problems and built_by_ingest and self.n_docs > 0:
-            if abs(total - self.n_docs) > 1e-9 * max(1.0, self.n_docs):
-                problems.append(f"the stored sum of Q adds up to {total:.12g}, not to the "
-                                f"{self.n_docs:,} documents counted")
+            want = self.q_total  # n_docs, or the recorded total of input-length stores
+            if abs(total - want) > 1e-9 * max(1.0, want):
+                problems.append(f"the stored sum of Q adds up to {total:.12g}, not to " + (
+                    f"the {self.n_docs:,} documents counted" if "q_mass" not in self._head()
+                    else f"its recorded total {want:.12g}"))
         try:
             self.check_manifest()
         except StoreError as exc:
@@ -1237,6 +1263,16 @@ class CooccurrenceStore:
                         _remove_quietly(f)
                 shutil.rmtree(os.path.join(self.path, *_sparse_path(number, rows, cols).split(
                     "/")), ignore_errors=True)
+
+
+#: ``doc_length`` of the stores ingest builds now (recorded in their config).
+DOC_LENGTH = "input"
+
+
+def doc_length_of(config: dict[str, Any]) -> str:
+    """The document-length definition a store's ``config`` records (see
+    :attr:`CooccurrenceStore.doc_length`): ``'vocabulary'`` when it records none."""
+    return str(config.get("doc_length", "vocabulary"))
 
 
 def _group(root: zarr.Group, path: str) -> zarr.Group:

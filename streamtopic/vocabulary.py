@@ -213,6 +213,13 @@ class Tokenizer:
 
     def __call__(self, text: str) -> list[str]:
         """Return the tokens of ``text`` in order."""
+        return self.tokens_and_length(text)[0]
+
+    def tokens_and_length(self, text: str) -> tuple[list[str], int]:
+        """The tokens of ``text`` in order, and the document's *input length*: how many
+        tokens it has before stop words are removed (the matches of the pattern, or the
+        analyzer's output). The co-occurrence estimator normalises each document by its
+        input length, which therefore does not depend on the vocabulary a store keeps."""
         if self.drop_encoded:  # first: an "@" inside an encoded line is no address
             text = _drop_encoded(text)
         if self.drop_addresses:
@@ -224,10 +231,11 @@ class Tokenizer:
                 text = text.lower()
             fast = self._ascii_regex
             tokens = (fast if fast is not None and text.isascii() else self._regex).findall(text)
+        length = len(tokens)
         if self._stops:
             stops = self._stops
             tokens = [t for t in tokens if t not in stops]
-        return tokens
+        return tokens, length
 
     def config(self) -> dict[str, Any]:
         """A JSON-serialisable description, stored with a co-occurrence store."""

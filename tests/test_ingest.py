@@ -33,12 +33,14 @@ def rel_err(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a - b).max() / np.abs(b).max())
 
 
-def _aligned_reference(H, terms, store):
-    """Reference Σ Q_d with rows/columns in the store's vocabulary order."""
+def _aligned_reference(H, terms, store, lengths=None):
+    """Reference Σ Q_d with rows/columns in the store's vocabulary order (``lengths``: the
+    documents' input lengths, default the row sums of ``H``)."""
     pos = {t: i for i, t in enumerate(terms)}
     assert sorted(store.vocab) == sorted(terms)
     order = [pos[t] for t in store.vocab]
-    return dense_cooccurrence_sum(sp.csr_matrix(H)[:, order]), sp.csr_matrix(H)[:, order]
+    Hs = sp.csr_matrix(H)[:, order]
+    return dense_cooccurrence_sum(Hs, lengths), Hs
 
 
 # ------------------------------------------------------------------------ exactness on real data
@@ -53,10 +55,10 @@ def test_kos_matches_dense_reference(kos_dir, tmp_path, pair_kernels):
     H, terms = read_uci(str(kos / "docword.kos.txt.gz"), str(kos / "vocab.kos.txt"))
     Hp, kept = prune(H, terms, min_df=5, max_df=0.5, keep_n=100_000)
     assert store.vocab == kept  # same terms, same order (df descending, then term)
-    ref, Hs = _aligned_reference(Hp, kept, store)
+    n = np.asarray(H.sum(axis=1)).ravel()  # each document's length in the input
+    ref, Hs = _aligned_reference(Hp, kept, store, lengths=n)
     got = store.Q_sum.compute()
     assert rel_err(got, ref) <= 1e-12
-    n = np.asarray(Hs.sum(axis=1)).ravel()
     assert store.n_docs == report.n_docs == int((n >= 2).sum())
     assert store.n_tokens == int(n[n >= 2].sum())
     np.testing.assert_array_equal(store.word_counts, np.asarray(Hs[n >= 2].sum(axis=0)).ravel())
@@ -79,9 +81,10 @@ def test_20newsgroups_matches_dense_reference(newsgroups_tar, tmp_path):
     H, terms = count_matrix(docs)
     Hp, kept = prune(H, terms, min_df=5, max_df=0.5, keep_n=1500)
     assert store.vocab == kept
-    ref, _ = _aligned_reference(Hp, kept, store)
+    n = np.asarray(H.sum(axis=1)).ravel()  # each document's tokens, in the vocabulary or not
+    ref, _ = _aligned_reference(Hp, kept, store, lengths=n)
     assert rel_err(store.Q_sum.compute(), ref) <= 1e-12
-    assert store.n_docs == int((np.asarray(Hp.sum(axis=1)).ravel() >= 2).sum())
+    assert store.n_docs == int((n >= 2).sum())
 
 
 def _random_docs(rng, n_docs, vocab, mean_len=30):
