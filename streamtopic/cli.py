@@ -172,7 +172,7 @@ class _Ingest(_Reader):
     chunk_size: int | None
 
     def ingest(self, inputs: Sequence[str], store: str, *, skip_existing: bool,
-               progress: bool, reuse: bool = False) -> Any:
+               progress: bool, reuse: bool = False, grow: bool = False) -> Any:
         """Ingest ``inputs`` into ``store``; ``reuse``: into an existing store, whose
         vocabulary settings stand (the options that build a new store are not passed)."""
         from .cooccurrence import ingest
@@ -184,7 +184,7 @@ class _Ingest(_Reader):
             keep_n=self.keep_n if new and self.keep_n is not None else "default",
             stop_words=self.stop_words, text_field=self.text_field,
             skip_existing=skip_existing, blocksize=self.blocksize, chunk_size=self.chunk_size,
-            progress=progress, strip_headers=self.strip_headers,
+            progress=progress, strip_headers=self.strip_headers, grow=grow,
         )
 
 
@@ -305,11 +305,15 @@ def main(verbose: bool) -> None:
 @click.option("--store", "-s", "store_path", required=True, type=click.Path(),
               help="Store directory.")
 @click.option("--skip-existing", is_flag=True, help="Skip inputs already in the store.")
+@click.option("--grow-vocab", is_flag=True,
+              help="Add words the store has never read (and that pass its pruning on these "
+                   "inputs) to its vocabulary, with exact rows. Words it read before and did "
+                   "not keep stay out.")
 @_ingest_options
 @_scheduler_options
 @_errors
-def ingest(inputs: tuple[str, ...], store_path: str, skip_existing: bool, reader: _Ingest,
-           sched: _Scheduler) -> None:
+def ingest(inputs: tuple[str, ...], store_path: str, skip_existing: bool, grow_vocab: bool,
+           reader: _Ingest, sched: _Scheduler) -> None:
     """Add INPUTS to the co-occurrence store (created if missing).
 
     INPUTS are files, globs or directories: UCI docword files, plain text (one document per
@@ -323,7 +327,7 @@ def ingest(inputs: tuple[str, ...], store_path: str, skip_existing: bool, reader
     _writing(store_path)
     with sched(numeric=_numeric_inputs(inputs, reader.fmt)):
         report = reader.ingest(inputs, store_path, skip_existing=skip_existing,
-                               progress=not sched.quiet)
+                               progress=not sched.quiet, grow=grow_vocab)
     click.echo(report.summary())
 
 

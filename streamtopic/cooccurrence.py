@@ -49,7 +49,14 @@ import scipy.sparse as sp
 
 from ._io import TargetExistsError, written_aside
 from .corpus import Corpus, CorpusError, DocChunk, _uci_header, read_corpus
-from .store import DOC_LENGTH, CooccurrenceStore, StoreError, read_q_block, write_q_block
+from .store import (
+    DOC_LENGTH,
+    CooccurrenceStore,
+    StoreError,
+    _padded,
+    read_q_block,
+    write_q_block,
+)
 from .vocabulary import TermStats, Tokenizer, Vocabulary, read_vocab_file, validate_pruning
 
 __all__ = [
@@ -207,6 +214,8 @@ class _Stats:
     doc_freq: np.ndarray = field(init=False)
     diag: np.ndarray = field(init=False)  # exact diagonal of the round's Σ_d Q_d
     per_source: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: words read that are not in the vocabulary (the store records them: never grown into it)
+    unkept: set[str] = field(default_factory=set)
     # UCI chunks: (source, first docID − 1, last docID − 1, byte offset of the chunk's first line)
     doc_ranges: list[tuple[str, int, int, int]] = field(default_factory=list)
 
@@ -226,6 +235,7 @@ class _Stats:
         self.doc_freq += other.doc_freq
         self.diag += other.diag
         self.doc_ranges.extend(other.doc_ranges)
+        self.unkept |= other.unkept
         for src, d in other.per_source.items():
             mine = self.per_source.setdefault(src, {})
             for k, v in d.items():
@@ -262,6 +272,12 @@ def _to_global(chunk: DocChunk, index: dict[str, int], V: int) -> tuple[sp.csr_m
         indptr = np.r_[0, np.cumsum(per_row)]
         H = sp.csr_matrix((c.data[keep], col[keep], indptr), shape=(c.shape[0], V))
     return H, oov
+
+
+def _oov_terms(chunk: DocChunk, index: dict[str, int]) -> list[str]:
+    """The chunk's words that occur in it and are not in ``index``."""
+    used = np.unique(chunk.counts.indices)
+    return [t for t in (chunk.terms[k] for k in used.tolist()) if t not in index]
 
 
 @dataclass
@@ -316,17 +332,22 @@ def _weighted_docs(
 #: (None if none has two tokens) and its counts.
 _Partial = list[tuple[_WeightedDocs | None, _Stats]]
 
-_STORE_INDEX: dict[tuple[str, str], dict[str, int]] = {}
+_STORE_INDEX: dict[tuple[str, str, int], dict[str, int]] = {}
 
 
-def _store_index(path: str, uid: str) -> dict[str, int]:
-    """The term → id map of the store at ``path`` (identity ``uid``), read from the store once
-    per process. Workers read the vocabulary from the shared store path rather than receive it
-    from another worker, which may be deep in a GIL-holding tokeniser call and slow to answer."""
-    key = (path, uid)
+def _store_index(path: str, uid: str, V: int) -> dict[str, int]:
+    """The term → id map of the first ``V`` words of the store at ``path`` (identity ``uid``;
+    a round that grows the vocabulary has written its new words there before it starts),
+    read from the store once per process. Workers read the vocabulary from the shared store
+    path rather than receive it from another worker, which may be deep in a GIL-holding
+    tokeniser call and slow to answer."""
+    import zarr
+
+    key = (path, uid, V)
     index = _STORE_INDEX.get(key)
     if index is None:
-        index = {t: i for i, t in enumerate(CooccurrenceStore.open(path, lease=False).vocab)}
+        terms = np.asarray(zarr.open_array(store=path, path="vocab", mode="r")[:V])
+        index = {str(t): i for i, t in enumerate(terms)}
         _STORE_INDEX.clear()
         _STORE_INDEX[key] = index
     return index
@@ -338,13 +359,15 @@ def _partition_partial(
     """One partition's contribution: its Q pieces per group, and its counts. ``doc_length``
     is the store's definition of a document's length n_d (:attr:`CooccurrenceStore.doc_length`:
     its input length, or its tokens in the vocabulary)."""
-    index = _store_index(store_path, uid)
+    index = _store_index(store_path, uid, grid.V)
     V = len(index)
     stats = _Stats(V)
     blocks: list[sp.csr_matrix] = []
     lengths: list[np.ndarray] = []
     for ch in chunks:
         H, oov = _to_global(ch, index, V)
+        if oov:
+            stats.unkept.update(_oov_terms(ch, index))
         kept = np.asarray(H.sum(axis=1), dtype=np.float64).ravel()  # tokens in the vocabulary
         n = ch.input_lengths.astype(np.float64) if doc_length == DOC_LENGTH else kept
         used = n >= 2
@@ -795,6 +818,8 @@ class IngestReport:
     n_absent_docs : int
         UCI documents that the header declares (docIDs up to D) but that have no entry:
         empty documents, part of ``n_skipped_docs`` but reported apart.
+    words_added : int
+        Words the ingest added to the vocabulary (``grow=True``).
     """
 
     store: str
@@ -809,6 +834,7 @@ class IngestReport:
     skipped_inputs: list[str] = field(default_factory=list)
     seconds: float = 0.0
     n_absent_docs: int = 0
+    words_added: int = 0
 
     def summary(self) -> str:
         lines = [
@@ -821,6 +847,8 @@ class IngestReport:
         if self.n_absent_docs:
             lines.append(f"  {self.n_absent_docs:,} documents declared in the UCI header but "
                          "absent (no entries; counted as skipped)")
+        if self.words_added:
+            lines.append(f"  {self.words_added:,} new words added to the vocabulary")
         if self.n_oov_tokens:
             lines.append(f"  {self.n_oov_tokens:,} tokens out of the vocabulary (not counted)")
         if self.n_replaced_bytes:
@@ -857,6 +885,7 @@ def ingest(
     progress: bool = True,
     client: Any = None,
     strip_headers: bool = True,
+    grow: bool = False,
 ) -> IngestReport:
     """Add a corpus to a co-occurrence store, creating the store if needed.
 
@@ -892,6 +921,12 @@ def ingest(
     client : distributed.Client, optional
         Run on this client's cluster (default: the current client, else the configured
         Dask scheduler, else threads).
+    grow : bool
+        Let an existing store's vocabulary grow: words that the store has never read, and
+        that pass its pruning within this ingest (``min_df`` of its documents, ``max_df`` of
+        all the store's documents, ``keep_n`` words in all), are added after its words, with
+        exact rows (:func:`_grown_words`). Words the store read before but did not keep are
+        never added: their earlier co-occurrences were not counted.
 
     Returns
     -------
@@ -916,7 +951,7 @@ def ingest(
                 inputs, store, format=format, vocab=vocab, min_df=min_df, max_df=max_df,
                 keep_n=keep_n, stop_words=stop_words, tokenizer=tokenizer,
                 text_field=text_field, skip_existing=skip_existing, blocksize=blocksize,
-                chunk_size=chunk_size, progress=progress, strip_headers=strip_headers,
+                chunk_size=chunk_size, progress=progress, strip_headers=strip_headers, grow=grow,
             )
     t0 = time.perf_counter()
     store_path = os.path.abspath(os.fspath(store))
@@ -932,7 +967,7 @@ def ingest(
             inputs, store_path, existing, lock, format=format, vocab=vocab, min_df=min_df,
             max_df=max_df, keep_n=keep_n, stop_words=stop_words, tokenizer=tokenizer,
             text_field=text_field, skip_existing=skip_existing, blocksize=blocksize,
-            chunk_size=chunk_size, progress=progress, strip_headers=strip_headers,
+            chunk_size=chunk_size, progress=progress, strip_headers=strip_headers, grow=grow,
         )
     finally:
         if lock is not None:
@@ -1022,6 +1057,7 @@ def _ingest_locked(
     format: str, vocab: str | None, min_df: int | None, max_df: float | None, keep_n: Any,
     stop_words: Any, tokenizer: Tokenizer | None, text_field: str, skip_existing: bool,
     blocksize: int | None, chunk_size: int | None, progress: bool, strip_headers: bool,
+    grow: bool = False,
 ) -> IngestReport:
     """:func:`ingest`, once it holds an existing store's writer lock (``lock``)."""
     _check_pruning_args(existing, min_df, max_df, keep_n, vocab)
@@ -1057,7 +1093,10 @@ def _ingest_locked(
         raise CorpusError(", ".join(s.path for s in corpus.sources), "the corpus is empty")
 
     if existing is not None:
-        report = _accumulate(corpus, existing, keep_sources, stamps, progress, lock)
+        new_terms: list[str] = []
+        if grow:
+            corpus, new_terms = _grown_words(corpus, existing, progress)
+        report = _accumulate(corpus, existing, keep_sources, stamps, progress, lock, new_terms)
     else:
         report = _first_ingest(corpus, store_path, keep_sources, stamps, progress, vocab=vocab,
                                min_df=min_df, max_df=max_df, keep_n=keep_n,
@@ -1108,6 +1147,42 @@ def _first_ingest(
         if lock is not None:
             lock.release()  # after the build directory is renamed, or removed
     return report
+
+
+def _grown_words(
+    corpus: Corpus, store: CooccurrenceStore, progress: bool
+) -> tuple[Corpus, list[str]]:
+    """The words an ingest with ``grow`` adds to ``store``, from a pass over the new corpus
+    (returned too: cached when that saves reading it again), in order of decreasing document
+    frequency, ties by term.
+
+    The rule: a word is added when the store has never read it (it is neither in the
+    vocabulary nor among :attr:`~CooccurrenceStore.unkept_words`) and it passes the store's
+    pruning on this ingest's documents: at least ``min_df`` of them, at most ``max_df`` of
+    all the store's documents, and ``keep_n`` words in all. All its occurrences are then in
+    the documents counted now, so its row and column of Q are exact: those of a single
+    ingest of every input over the grown vocabulary (a document's length n_d does not
+    depend on the vocabulary). A word read before and not kept stays out: its earlier
+    co-occurrences were never counted."""
+    unkept = store.unkept_words
+    pruning = store.config.get("pruning") or {}
+    if unkept is None or store.doc_length != DOC_LENGTH:
+        raise StoreError(f"{store.path}: this store does not record the words it has read "
+                         "(built by an older streamtopic), so its vocabulary cannot grow "
+                         "exactly; ingest its inputs into a new store")
+    if pruning.get("vocab_file") or "min_df" not in pruning:
+        raise StoreError(f"{store.path}: the store's vocabulary is fixed (--vocab); it does "
+                         "not grow")
+    if _worth_caching(corpus):
+        corpus = corpus.cached(progress)
+    stats = _vocabulary_pass(corpus, progress)
+    df, _ = stats.totals()
+    known = set(store.vocab).union(unkept)
+    most = float(pruning["max_df"]) * (store.n_docs + stats.n_docs)
+    new = [t for t, d in df.items() if t not in known and int(pruning["min_df"]) <= d <= most]
+    new.sort(key=lambda t: (-df[t], t))
+    keep_n = pruning.get("keep_n")
+    return corpus, new if keep_n is None else new[: max(0, int(keep_n) - store.V)]
 
 
 def _pruned_vocabulary(
@@ -1193,17 +1268,19 @@ def _accumulate(
     stamps: dict[str, str],
     progress: bool,
     lock: Any,
+    new_terms: Sequence[str] = (),
 ) -> IngestReport:
     """Count the corpus into a new version of the store and commit it. ``sources`` pairs
-    each input with its content hash, or None to hash it within this pass."""
-    grid = _make_grid(store.V, store.chunk_size)
-    parts = (
-        corpus.to_bag()
-        .map_partitions(_partition_partial, store.path, store.uid, grid, store.doc_length)
-        .to_delayed()
-    )
-    txn = store.begin(lock)
+    each input with its content hash, or None to hash it within this pass; ``new_terms``
+    are words the round adds to the vocabulary (:func:`_grown_words`)."""
+    txn = store.begin(lock, new_terms)
     try:
+        grid = _make_grid(txn.V, store.chunk_size)
+        parts = (
+            corpus.to_bag()
+            .map_partitions(_partition_partial, store.path, store.uid, grid, store.doc_length)
+            .to_delayed()
+        )
         written_lists, stats, new_hashes = _count_round(
             corpus, store, sources, parts, grid, txn.number, progress
         )
@@ -1214,33 +1291,44 @@ def _accumulate(
         fields = {p.source.path: p.opt("text_field", "text") for p in corpus.parts}
         entries = _manifest_entries(hashed, stamps, fields, stats)
         absent_docs = _absent_uci_docs(corpus, stats)
-        skipped_docs = stats.n_skipped + absent_docs
         if store.n_docs == 0 and (stats.n_docs == 0 or stats.q_mass == 0):
             raise CorpusError(
                 ", ".join(s.path for s in corpus.sources),
                 "no document has 2 or more in-vocabulary tokens",
             )
-        store.commit(
-            txn,
-            written=[(i, j) for lst in written_lists for (i, j, _, _) in lst],
-            n_docs=stats.n_docs,
-            n_tokens=stats.n_tokens,
-            word_counts=stats.word_counts,
-            doc_freq=stats.doc_freq,
-            n_skipped_docs=skipped_docs,
-            n_oov_tokens=stats.n_oov,
-            n_replaced_bytes=stats.n_replaced,
-            block_nnz={(i, j): n for lst in written_lists for (i, j, n, _) in lst},
-            sparse=[(i, j) for lst in written_lists for (i, j, _, sparse) in lst if sparse],
-            new_sources=entries,
-            extra=_mass_record(store, stats),
-        )
+        _commit_round(store, txn, written_lists, stats, entries, absent_docs)
     except BaseException:
         store.abort(txn)
         raise
     return IngestReport(
-        store.path, store.version, stats.n_docs, stats.n_tokens, skipped_docs, stats.n_oov,
-        stats.n_replaced, store.V, entries, n_absent_docs=absent_docs,
+        store.path, store.version, stats.n_docs, stats.n_tokens,
+        stats.n_skipped + absent_docs, stats.n_oov, stats.n_replaced, store.V, entries,
+        n_absent_docs=absent_docs, words_added=len(new_terms),
+    )
+
+
+def _commit_round(
+    store: CooccurrenceStore, txn: Any, written_lists: list[list[tuple[int, int, int, bool]]],
+    stats: _Stats, entries: list[dict[str, Any]], absent_docs: int,
+) -> None:
+    """Commit a counted round: its blocks (each writer's (i, j, nnz, sparse)), counts,
+    manifest entries and the words it read outside the vocabulary."""
+    blocks = [b for lst in written_lists for b in lst]
+    store.commit(
+        txn,
+        written=[(i, j) for (i, j, _, _) in blocks],
+        n_docs=stats.n_docs,
+        n_tokens=stats.n_tokens,
+        word_counts=stats.word_counts,
+        doc_freq=stats.doc_freq,
+        n_skipped_docs=stats.n_skipped + absent_docs,
+        n_oov_tokens=stats.n_oov,
+        n_replaced_bytes=stats.n_replaced,
+        block_nnz={(i, j): n for (i, j, n, _) in blocks},
+        sparse=[(i, j) for (i, j, _, sparse) in blocks if sparse],
+        new_sources=entries,
+        unkept=sorted(stats.unkept),
+        extra=_mass_record(store, stats),
     )
 
 
@@ -1289,9 +1377,11 @@ def _count_round(
 
     from .cluster import compute, worker_addresses
 
-    head_bv, head_nnz, head_sparse = store.block_versions, store.block_nnz, store.block_sparse
-    if head_nnz is None:  # not recorded: not checked
-        head_nnz = np.full(head_bv.shape, -1, np.int64)
+    nb = grid.nb  # more blocks than the head's when the round adds words
+    head_bv, head_sparse = _padded(store.block_versions, nb), _padded(store.block_sparse, nb)
+    head_nnz = store.block_nnz
+    # not recorded: not checked
+    head_nnz = np.full((nb, nb), -1, np.int64) if head_nnz is None else _padded(head_nnz, nb)
     writes = []
     homes = worker_addresses()
     totals = _chains([delayed(_docs_of, pure=True)(p) for p in parts], grid, homes)

@@ -220,6 +220,8 @@ class Transaction:
     number: int
     lock: _WriterLock
     owns_lock: bool = True
+    #: the vocabulary size of the round (larger than the head's when it adds words)
+    V: int = 0
     #: the head points at this round: from then on nothing may remove it
     committed: bool = False
 
@@ -251,9 +253,11 @@ def _read_sparse(root: str, version: int, rows: slice, cols: slice) -> sp.csr_ma
     indptr = raw[o : o + 4 * (n_rows + 1)].view(np.int32)
     o += 4 * (n_rows + 1)
     indices = raw[o:].view(np.int32 if wide else np.uint16)
-    if n_rows != shape[0] or indices.size != nnz:
+    if n_rows > shape[0] or indices.size != nnz:
         raise ValueError(f"a sparse block of {n_rows} rows and {indices.size} indices, "
                          f"expected {shape[0]} and {nnz}")
+    if n_rows < shape[0]:  # written before the vocabulary grew: the new rows are empty
+        indptr = np.r_[indptr, np.full(shape[0] - n_rows, indptr[-1], np.int32)]
     return sp.csr_matrix((data, indices.astype(np.int32), indptr), shape=shape)
 
 
@@ -290,7 +294,7 @@ def read_q_block(
             empty = out.nnz == 0
         else:
             arr = zarr.open_array(store=root, path=f"{_vname(version)}/Q", mode="r")
-            out = np.asarray(arr[rows, cols], dtype=np.float64)
+            out = _read_padded(arr, rows, cols)
             empty = not out.any()
     except Exception as exc:  # zarr, blosc and crc32c raise several types
         raise _damage(root, version, rows, cols, f"cannot be read ({exc})") from exc
@@ -303,6 +307,19 @@ def read_q_block(
         else:
             out *= scale
     return out.toarray() if sparse and not stored_form else out
+
+
+def _read_padded(arr: zarr.Array, rows: slice, cols: slice) -> np.ndarray:
+    """``arr[rows, cols]`` as float64, zeros where the array ends before them (a version
+    written before the vocabulary grew holds the first words only)."""
+    n_rows, n_cols = arr.shape
+    if rows.stop <= n_rows and cols.stop <= n_cols:
+        return np.asarray(arr[rows, cols], dtype=np.float64)
+    out = np.zeros((rows.stop - rows.start, cols.stop - cols.start))
+    r1, c1 = min(rows.stop, n_rows), min(cols.stop, n_cols)
+    if r1 > rows.start and c1 > cols.start:
+        out[: r1 - rows.start, : c1 - cols.start] = arr[rows.start : r1, cols.start : c1]
+    return out
 
 
 def write_q_block(
@@ -395,7 +412,10 @@ def read_array_dense(
             view[...] = read_q_block(root, v, *sel, scale, expected, sparse=True)
             return
         try:
-            src.get_basic_selection(sel, out=NDBuffer.from_numpy_array(view))
+            if src.shape == arr.shape:
+                src.get_basic_selection(sel, out=NDBuffer.from_numpy_array(view))
+            else:  # a version written before the vocabulary grew
+                view[...] = _read_padded(src, *sel)
         except Exception as exc:  # zarr, blosc and crc32c raise several types
             raise _damage(str(root or arr.store), v, *sel, f"cannot be read ({exc})") from exc
         if expected > 0 and not view.any():
@@ -715,7 +735,8 @@ class CooccurrenceStore:
     @property
     def vocab(self) -> list[str]:
         if self._vocab is None:
-            self._vocab = [str(t) for t in np.asarray(_array(self._root, "vocab")[:])]
+            # the array may hold words of a later version (or of a round that failed) past V
+            self._vocab = [str(t) for t in np.asarray(_array(self._root, "vocab")[: self.V])]
         return self._vocab
 
     def _head(self) -> dict[str, Any]:
@@ -1081,17 +1102,25 @@ class CooccurrenceStore:
         lock.acquire()
         return lock
 
-    def begin(self, lock: _WriterLock | None = None) -> Transaction:
+    def begin(self, lock: _WriterLock | None = None, new_terms: Sequence[str] = ()
+              ) -> Transaction:
         """Start an ingest round: take the writer lock (unless ``lock``, held by the caller,
         is given), drop debris of dead rounds and create the new version's (empty) Q array.
-        The object then reads the head as it is now."""
+        The object then reads the head as it is now.
+
+        ``new_terms``: words the round adds to the vocabulary, after the head's V words
+        (ids V, V + 1, …): Q grows to the new size; blocks of earlier versions are read as
+        if padded with zeros. The vocabulary array is extended now (readers of the head
+        read only its first V words)."""
         owns = lock is None
         lock = self.writer_lock() if lock is None else lock
         try:
             self._reload()
             self.cleanup()
             number = self.version + 1  # cleanup() removed any debris of an earlier round
-            txn = Transaction(self, number, lock, owns)
+            txn = Transaction(self, number, lock, owns, V=self.V + len(new_terms))
+            if new_terms:
+                self._extend_vocab(new_terms)
             self._staging_q(txn, create=True)
             return txn
         except BaseException:
@@ -1099,11 +1128,21 @@ class CooccurrenceStore:
                 lock.release()
             raise
 
+    def _extend_vocab(self, new_terms: Sequence[str]) -> None:
+        known = set(self.vocab)
+        if len(set(new_terms)) != len(new_terms) or known.intersection(new_terms):
+            raise StoreError(f"{self.path}: new words must be distinct and new to the store")
+        arr = zarr.open_array(store=self.path, path="vocab", mode="r+")
+        V = self.V
+        arr.resize((V + len(new_terms),))
+        arr[V:] = np.asarray(list(new_terms), dtype=str)
+
     def _staging_q(self, txn: Transaction, create: bool = False) -> zarr.Array:
         if create:
             grp = zarr.open_group(self.path, mode="r+")
             c, V = self.chunk_size, self.V
             grp.create_group(f"{txn.group_path}/S")  # sparse blocks' parent, made once
+            V = txn.V or V
             return grp.create_array(
                 f"{txn.group_path}/Q", shape=(V, V), chunks=(c, c), dtype="f8", fill_value=0.0,
                 compressors=_q_compressor(),
@@ -1125,24 +1164,29 @@ class CooccurrenceStore:
         block_nnz: dict[tuple[int, int], int] | None = None,
         sparse: Sequence[tuple[int, int]] = (),
         new_sources: Sequence[dict[str, Any]] = (),
+        unkept: Sequence[str] | None = None,
         extra: dict[str, Any] | None = None,
     ) -> None:
         """Finish a round: write its counts and block map, then switch the head atomically.
 
-        The counts are the round's *additions*; they are added to the head's totals.
-        ``block_nnz`` gives the non-zeros of each block written (both (i, j) and its mirror);
-        the store keeps them to detect lost blocks. ``sparse``: the blocks written that were
-        stored sparse (:func:`write_q_block`).
+        The counts are the round's *additions* (over the round's vocabulary, ``txn.V``
+        words); they are added to the head's totals. ``block_nnz`` gives the non-zeros of
+        each block written (both (i, j) and its mirror); the store keeps them to detect lost
+        blocks. ``sparse``: the blocks written that were stored sparse
+        (:func:`write_q_block`). ``unkept``: words the round read that are not in the
+        vocabulary, added to the head's record of them (:attr:`unkept_words`).
         """
         try:
             head = self._head()
             number = txn.number
             grp = zarr.open_group(self.path, mode="r+")
             vg = _group(grp, txn.group_path)
-            bv = self.block_versions.copy()
+            V = txn.V or self.V
+            bv = _padded(self.block_versions, -(-V // self.chunk_size))
             for i, j in written:
                 bv[i, j] = number
-            self._write_vectors(vg, bv, word_counts, doc_freq)
+            self._write_vectors(vg, bv, word_counts, doc_freq, V)
+            self._write_unkept(vg, unkept)
             nnz_map = dict(head.get("block_nnz", {}))
             for (i, j), n in (block_nnz or {}).items():
                 nnz_map[f"{i},{j}"] = int(n)
@@ -1166,7 +1210,7 @@ class CooccurrenceStore:
             attrs.update(extra or {})
             vg.attrs.update(attrs)
             # the switch: one atomic rewrite of the root zarr.json
-            grp.attrs["streamtopic"] = dict(self._meta, head=number,
+            grp.attrs["streamtopic"] = dict(self._meta, head=number, V=V,
                                             format_version=FORMAT_VERSION)
             txn.committed = True
             self._reload()
@@ -1175,16 +1219,46 @@ class CooccurrenceStore:
             txn.finish()
 
     def _write_vectors(self, vg: zarr.Group, bv: np.ndarray, word_counts: np.ndarray,
-                       doc_freq: np.ndarray) -> None:
-        """A round's block map (nb×nb) and its per-word totals (V,): the head's plus the
-        round's ``word_counts`` and ``doc_freq``, each chunk checksummed."""
-        chunks = (min(self.V, 2**20),)
+                       doc_freq: np.ndarray, V: int) -> None:
+        """A round's block map (nb×nb) and its per-word totals (V,): the head's (zeros for
+        the words the round adds) plus the round's ``word_counts`` and ``doc_freq``, each
+        chunk checksummed."""
+        chunks = (min(V, 2**20),)
         vg.create_array("block_versions", data=bv.astype(np.int32),
                         compressors=checksum_codecs())
         for name, head, added in (("word_counts", self.word_counts, word_counts),
                                   ("doc_freq", self.doc_freq, doc_freq)):
-            vg.create_array(name, data=head + np.asarray(added, np.int64), chunks=chunks,
+            total = np.zeros(V, np.int64)
+            total[: head.size] = head
+            vg.create_array(name, data=total + np.asarray(added, np.int64), chunks=chunks,
                             compressors=checksum_codecs())
+
+    def _write_unkept(self, vg: zarr.Group, round_unkept: Sequence[str] | None) -> None:
+        """The version's record of the words read but not kept: the head's plus the
+        round's, less the vocabulary (sorted strings); none if the head has none and this
+        is not the first round, or the round did not collect its own."""
+        head = self.unkept_words
+        if round_unkept is None or (head is None and self.version > 0):
+            return
+        words = sorted((set(head or ()) | set(round_unkept)).difference(self.vocab))
+        arr = vg.create_array("unkept", shape=(max(1, len(words)),), dtype=str,
+                              chunks=(max(1, min(len(words), 2**18)),),
+                              compressors=checksum_codecs())
+        if words:
+            arr[:] = np.asarray(words, dtype=str)
+        vg.attrs["n_unkept"] = len(words)
+
+    @property
+    def unkept_words(self) -> list[str] | None:
+        """The words ingested into this version that are not in its vocabulary (pruned, or
+        out of vocabulary), or None for a store that does not record them. Growing the
+        vocabulary never adds one of these: their co-occurrences so far were not counted."""
+        if self.version == 0:
+            return []
+        n = self._head().get("n_unkept")
+        if n is None:
+            return None
+        return [str(t) for t in self._read(f"{_vname(self.version)}/unkept")[:n]]
 
     def _collect_after_commit(self) -> None:
         """:meth:`cleanup` after a commit, best effort: the round is committed whatever
@@ -1250,12 +1324,12 @@ class CooccurrenceStore:
             if number in kept:
                 continue
             vg = _group(grp, f"versions/{name}")
-            for arr_name in ("word_counts", "doc_freq", "block_versions"):
+            for arr_name in ("word_counts", "doc_freq", "block_versions", "unkept"):
                 if arr_name in vg:
                     del vg[arr_name]
             used = np.zeros((self.n_blocks, self.n_blocks), dtype=bool)
             for bv in maps.values():
-                used |= bv == number
+                used |= _padded(bv, self.n_blocks) == number
             for i, j in np.argwhere(~used).tolist():
                 rows, cols = self.block_slices(i, j)
                 for kind in (False, True):
@@ -1273,6 +1347,15 @@ def doc_length_of(config: dict[str, Any]) -> str:
     """The document-length definition a store's ``config`` records (see
     :attr:`CooccurrenceStore.doc_length`): ``'vocabulary'`` when it records none."""
     return str(config.get("doc_length", "vocabulary"))
+
+
+def _padded(block_map: np.ndarray, nb: int) -> np.ndarray:
+    """A copy of an (n, n) block map grown to (nb, nb) with zeros (a version with more words
+    has more blocks; an earlier version's map covers the first ones)."""
+    out = np.zeros((nb, nb), dtype=block_map.dtype)
+    n = min(nb, block_map.shape[0])
+    out[:n, :n] = block_map[:n, :n]
+    return out
 
 
 def _group(root: zarr.Group, path: str) -> zarr.Group:
