@@ -201,7 +201,7 @@ _ingest_options = _grouped("reader", _Ingest, [
                  help="Keep the N terms of highest document frequency (a new store's "
                       "vocabulary; default 100000). fit: also at fit time, as --min-df."),
     click.option("--blocksize", type=click.IntRange(min=1), default=None,
-                 help="Bytes of input per partition (default: up to 4 MiB)."),
+                 help="Bytes of input per partition (default: about 2 MiB; HDF5 16 MiB)."),
     click.option("--chunk-size", type=click.IntRange(min=1), default=None,
                  help="Rows/columns per zarr block of Q (new store; default min(V, 2048))."),
 ])
@@ -828,6 +828,9 @@ def _echo_scores(report: dict[str, Any], model: Any) -> None:
               help="Number of documents.")
 @click.option("--model", "model_path", type=click.Path(), default=None,
               help="Take the topics from a saved model (semi-synthetic).")
+@click.option("--topics-file", "topics_file", type=click.Path(exists=True, dir_okay=False),
+              default=None, help="Take the topics (and their words) from a topics file "
+              "(another corpus' OUTPUT.topics.npz, or any .npz with A (V×K) and vocab).")
 @click.option("--words", "n_words", type=click.IntRange(min=2), default=None,
               help="Random Dirichlet topics: vocabulary size V.")
 @click.option("-k", "--n-topics", "--topics", "n_topics", type=click.IntRange(min=1),
@@ -846,20 +849,37 @@ def _echo_scores(report: dict[str, Any], model: Any) -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--population", is_flag=True,
               help="Also write the exact population Q = A E[θθᵀ] Aᵀ as OUTPUT.population.zarr.")
+@click.option("--shards", type=click.IntRange(min=1), default=None,
+              help="Write OUTPUT as a directory of this many HDF5 shards (part-00000.h5, ...), "
+              "one process per shard.")
+@click.option("--shard-tokens", type=click.IntRange(min=1), default=None,
+              help="Sharded, about this many tokens per shard (instead of --shards).")
+@click.option("--processes", type=click.IntRange(min=1), default=None,
+              help="Shards written at once, one process each (default: one per core).")
+@click.option("--resume", is_flag=True,
+              help="Sharded: keep the shards an earlier run with the same settings wrote.")
 @_scheduler_options
 @_errors
 def synth(
-    output: str, n_docs: int, model_path: str | None, n_words: int | None,
-    n_topics: int | None, beta: float, planted_anchors: bool, theta: str, alpha: float,
-    doc_length: int, poisson: bool, fmt: str | None, seed: int, population: bool,
+    output: str, n_docs: int, model_path: str | None, topics_file: str | None,
+    n_words: int | None, n_topics: int | None, beta: float, planted_anchors: bool, theta: str,
+    alpha: float, doc_length: int, poisson: bool, fmt: str | None, seed: int, population: bool,
+    shards: int | None, shard_tokens: int | None, processes: int | None, resume: bool,
     sched: _Scheduler,
 ) -> None:
     """Generate a semi-synthetic corpus with known topics (written beside it as
-    OUTPUT.topics.npz), in parallel and with bounded memory."""
+    OUTPUT.topics.npz), in parallel and with bounded memory. With --shards or
+    --shard-tokens, OUTPUT is a directory of HDF5 shards, the same documents for a seed
+    whatever the shards and processes; `streamtopic ingest OUTPUT` reads them all."""
     from . import synth as synth_mod
 
-    if model_path is None and (n_words is None or n_topics is None):
-        raise click.ClickException("give --model, or both --words and --n-topics")
+    if shards is not None and shard_tokens is not None:
+        raise click.ClickException("give --shards or --shard-tokens, not both")
+    given = [model_path is not None, topics_file is not None, n_words is not None]
+    if sum(given) != 1 or (n_words is None) != (n_topics is None):
+        raise click.ClickException(
+            "give --model, --topics-file, or both --words and --n-topics")
+    topics = synth_mod.load_topics(topics_file) if topics_file else {"A": None, "vocab": None}
     _writing(output)
 
     def show(done: int, total: int) -> None:
@@ -868,10 +888,11 @@ def synth(
 
     with sched(numeric=True):
         out = synth_mod.synthesize(
-            output, n_docs=n_docs, model=model_path, n_words=n_words, n_topics=n_topics,
-            beta=beta, planted_anchors=planted_anchors, format=fmt, theta=theta, alpha=alpha,
-            doc_length=doc_length, poisson=poisson, seed=seed, population=population,
-            progress=show,
+            output, n_docs=n_docs, model=model_path, A=topics["A"], vocab=topics["vocab"],
+            n_words=n_words, n_topics=n_topics, beta=beta, planted_anchors=planted_anchors,
+            format=fmt, theta=theta, alpha=alpha, doc_length=doc_length, poisson=poisson,
+            seed=seed, population=population, progress=show, shards=shards,
+            shard_tokens=shard_tokens, processes=processes, resume=resume,
         )
     if not sched.quiet:
         click.echo(err=True)

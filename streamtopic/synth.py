@@ -26,6 +26,8 @@ Functions
 :func:`synthesize`, :func:`save_topics`, :func:`load_topics`
     A corpus and its ground truth (``OUTPUT.topics.npz``), generated in parallel Dask tasks
     with output identical to the serial path: the entry point of ``streamtopic synth``.
+    With ``shards``/``shard_tokens``, a directory of HDF5 shards written by one process
+    per shard (:func:`shard_bounds`, :func:`shard_paths`), for corpora of billions of tokens.
 
 Determinism
 -----------
@@ -34,6 +36,8 @@ own stream, ``SeedSequence(seed).entropy`` with ``spawn_key + (u,)``. Unit bound
 only on ``n_docs`` and ``doc_length``, so a seed gives the same documents whatever the
 ``block_docs`` of :func:`iter_documents` or :func:`write_corpus`, and :func:`sample_documents`
 returns exactly the documents that :func:`write_corpus` writes with the same arguments.
+Shards are runs of whole units, so a sharded corpus, read shard after shard, is the same
+corpus again, whatever the number of shards or of processes writing them.
 """
 
 from __future__ import annotations
@@ -84,6 +88,10 @@ __all__ = [
     "synthesize",
     "TOPICS_SUFFIX",
     "POPULATION_SUFFIX",
+    "unit_docs",
+    "shard_bounds",
+    "shard_paths",
+    "SHARD_NAME",
 ]
 
 SeedLike = int | np.random.SeedSequence | np.random.Generator | None
@@ -784,11 +792,21 @@ def _model(
     A_t = np.ascontiguousarray(A.T)
     cdf_t = np.minimum(np.cumsum(A_t, axis=1), 1.0)
     cdf_t[:, -1] = 1.0
-    unit = int(np.clip(_UNIT_TOKENS // int(doc_length), _UNIT_MIN_DOCS, _UNIT_MAX_DOCS))
+    unit = unit_docs(int(doc_length))
     law = _theta_law(theta)
     return _Model(
         A_t, cdf_t, _alpha_vector(alpha, K), int(doc_length), bool(poisson), unit, law
     )
+
+
+def unit_docs(doc_length: int) -> int:
+    """Documents per generation unit (~2^20 tokens) at a given (mean) document length.
+
+    Units are the grain of determinism: unit ``u`` holds documents ``u·n : (u+1)·n`` (the
+    last unit fewer) and draws from its own stream, so any split of the corpus along unit
+    boundaries (blocks, Dask tasks, shards) gives the same documents.
+    """
+    return int(np.clip(_UNIT_TOKENS // int(doc_length), _UNIT_MIN_DOCS, _UNIT_MAX_DOCS))
 
 
 def _draw_words(model: _Model, k: int, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -1532,6 +1550,8 @@ def synthesize(
     population_docs: int = 10**6,
     population_samples: int = 200_000,
     progress: Callable[[int, int], None] | None = None,
+    shards: int | None = None, shard_tokens: int | None = None,
+    processes: int | None = None, resume: bool = False,
 ) -> dict[str, Any]:
     """Make a semi-synthetic corpus and its ground truth: the entry point of ``streamtopic
     synth``.
@@ -1554,7 +1574,10 @@ def synthesize(
     Files written
     -------------
     ``OUTPUT``
-        The corpus (and ``vocab.NAME.txt`` beside a UCI corpus).
+        The corpus (and ``vocab.NAME.txt`` beside a UCI corpus). A sharded corpus
+        (``shards`` or ``shard_tokens``) is a directory of HDF5 files
+        ``OUTPUT/part-00000.h5``, … (:data:`SHARD_NAME`), in document order, all over the
+        same vocabulary, which ``streamtopic ingest OUTPUT`` reads as one corpus.
     ``OUTPUT.topics.npz`` (:data:`TOPICS_SUFFIX`; unless ``write_topics=False``)
         The true topics, for scoring a fit later (:func:`load_topics`): ``A`` (V×K),
         ``vocab``, ``anchors`` if planted, and ``meta`` (JSON: the θ law, the generation
@@ -1613,48 +1636,63 @@ def synthesize(
     population_samples : int
         Monte Carlo draws of E[θθᵀ] (logistic normal only).
     progress : callable, optional
-        Called as ``progress(docs_written, n_docs)`` after each unit is written.
+        Called as ``progress(docs_written, n_docs)`` after each unit is written (each shard,
+        for a sharded corpus).
+    shards, shard_tokens : int, optional
+        Write a sharded HDF5 corpus: this many shards, or about this many tokens per shard
+        (:func:`shard_bounds`: whole generation units, ~2^20 tokens, each). Shard ``s`` is
+        documents ``d0:d1`` of the unsharded corpus of the same seed (unit ``u`` draws from
+        the stream of (seed, u) whoever writes it), so the corpus does not depend on the
+        number of shards or of processes. ``OUTPUT`` is then a directory (created if
+        missing) that must hold nothing but shards; other shard files in it are removed.
+    processes : int, optional
+        Sharded corpus: shards written at once, one process each (default: the CPU count).
+        Each process generates its shard one unit after the other, so its memory holds the
+        topics (2 V×K arrays), one unit and one block of ``block_docs`` documents.
+    resume : bool
+        Sharded corpus: keep the shards already in ``OUTPUT`` that an earlier run wrote
+        under the same plan (topics, θ law, lengths, seed, shards; recorded in
+        ``OUTPUT/.synth-plan.json``); write the others.
 
     Returns
     -------
     dict
-        The keys of :func:`write_corpus`, plus ``n_topics``, ``theta`` (:func:`theta_dict`),
-        ``topics_source`` (``"A"``, ``"model"`` or ``"dirichlet"``), ``anchors`` (list of
-        int, or None), ``seed_entropy`` (int; a list of int when ``seed`` is a Generator),
-        ``seed_spawn_key`` (list of int),
+        The keys of :func:`write_corpus` (and for a sharded corpus ``shards``, one dict per
+        shard: ``index``, ``path``, ``first_doc``, ``n_docs``, ``n_tokens``, ``nnz``,
+        ``seconds``, ``reused``; ``processes`` and ``unit_docs``), plus ``n_topics``,
+        ``theta`` (:func:`theta_dict`), ``topics_source`` (``"A"``, ``"model"`` or
+        ``"dirichlet"``), ``anchors`` (list of int, or None), ``seed_entropy`` (int; a list
+        of int when ``seed`` is a Generator), ``seed_spawn_key`` (list of int),
         ``topics_path`` (or None), ``population`` (the dict of :func:`population_store`,
         or None), ``parallel`` and ``seconds``.
     """
     t0 = time.perf_counter()
-    out_path, fmt = _check_synth_output(output, format, A=A, model=model, n_words=n_words,
-                                        n_topics=n_topics)
+    out_path, fmt = _check_synth_output(output, format, (shards, shard_tokens) != (None, None),
+                                        A=A, model=model, n_words=n_words, n_topics=n_topics)
     law = parse_theta(theta)
     root = _seed_sequence(seed)
     A_true, anchors, source, terms = _true_topics(
         root, fmt, A=A, model=model, n_words=n_words, n_topics=n_topics, beta=beta,
-        vocab=vocab, planted_anchors=planted_anchors,
-    )
+        vocab=vocab, planted_anchors=planted_anchors)
     gen = _model(A_true, alpha, doc_length, poisson, law)
-    pop_path = out_path + POPULATION_SUFFIX
     if population:
-        _check_population_path(pop_path)
-
-    report = _write(out_path, gen, n_docs, format=fmt, vocab=terms, seed=root,
-                    block_docs=block_docs, parallel=parallel, max_in_flight=max_in_flight,
-                    progress=progress)
+        _check_population_path(out_path + POPULATION_SUFFIX)
+    report = _synth_corpus(
+        out_path, gen, n_docs, fmt, terms, root, shards=shards,
+        shard_tokens=shard_tokens, processes=processes, resume=resume, block_docs=block_docs,
+        parallel=parallel, max_in_flight=max_in_flight, progress=progress)
     report.update(format=fmt, n_topics=A_true.shape[1], theta=theta_dict(law, alpha),
                   topics_source=source, anchors=None if anchors is None else anchors.tolist(),
                   seed_entropy=_entropy(root), seed_spawn_key=[int(k) for k in root.spawn_key],
                   parallel=bool(parallel), topics_path=None, population=None)
     if population:
         report["population"] = _write_population(
-            pop_path, A_true, law, alpha=alpha, vocab=terms, n_docs=population_docs,
-            n_samples=population_samples, seed=_child(root, _POPULATION_KEY))
+            out_path + POPULATION_SUFFIX, A_true, law, alpha=alpha, vocab=terms,
+            n_docs=population_docs, n_samples=population_samples, seed=root)
         report["paths"].append(report["population"]["path"])
     if write_topics:
-        meta = _topics_meta(report, out_path, model=model, beta=beta,
-                            planted_anchors=planted_anchors, doc_length=doc_length,
-                            poisson=poisson)
+        meta = _topics_meta(report, out_path, model=model, beta=beta, poisson=poisson,
+                            planted_anchors=planted_anchors, doc_length=doc_length)
         report["topics_path"] = save_topics(topics_path(out_path), A_true, terms,
                                             anchors=anchors, meta=meta)
         report["paths"].append(report["topics_path"])
@@ -1662,12 +1700,33 @@ def synthesize(
     return report
 
 
+def _synth_corpus(
+    out_path: str, gen: _Model, n_docs: int, fmt: str, terms: list[str],
+    root: np.random.SeedSequence, *, shards: int | None,
+    shard_tokens: int | None, processes: int | None, resume: bool, block_docs: int,
+    parallel: bool, max_in_flight: int | None, progress: Callable[[int, int], None] | None,
+) -> dict[str, Any]:
+    """:func:`synthesize`'s corpus: one file (:func:`_write`) or shards
+    (:func:`_write_sharded`); the report of :func:`write_corpus`."""
+    if shards is not None or shard_tokens is not None:
+        return _write_sharded(out_path, gen, n_docs, terms=terms, root=root, shards=shards,
+                              shard_tokens=shard_tokens, processes=processes, resume=resume,
+                              block_docs=block_docs, progress=progress)
+    return _write(out_path, gen, n_docs, format=fmt, vocab=terms, seed=root,
+                  block_docs=block_docs, parallel=parallel, max_in_flight=max_in_flight,
+                  progress=progress)
+
+
 def _check_synth_output(
-    output: str | os.PathLike[str], format: str | None, **sources: Any
+    output: str | os.PathLike[str], format: str | None, sharded: bool, **sources: Any
 ) -> tuple[str, str]:
     """The absolute output path and its format, once the arguments of :func:`synthesize`
     name exactly one source of topics (``sources``: A, model, n_words, n_topics) and the
-    output can be written."""
+    output can be written (a ``sharded`` corpus: HDF5 shards in a directory)."""
+    if sharded:
+        if format not in (None, "hdf5"):
+            raise ValueError(f"format={format!r}: a sharded corpus is HDF5")
+        format = "hdf5"
     given = [name for name in ("A", "model") if sources[name] is not None]
     if sources["n_words"] is not None or sources["n_topics"] is not None:
         given.append("n_words/n_topics")
@@ -1739,6 +1798,8 @@ def _topics_meta(
         "corpus_format": report["format"],
         "seed_entropy": _entropy_text(report["seed_entropy"]),
         "seed_spawn_key": report["seed_spawn_key"],
+        **({"shards": [{k: r[k] for k in ("path", "first_doc", "n_docs", "n_tokens", "nnz")}
+                       for r in report["shards"]]} if "shards" in report else {}),
     }
 
 
@@ -1751,10 +1812,258 @@ def _check_population_path(pop_path: str) -> None:
             raise FileExistsError(f"{pop_path}: exists and is not a co-occurrence store")
 
 
-def _write_population(pop_path: str, A: np.ndarray, law: Any, **kwargs: Any) -> dict[str, Any]:
-    """:func:`population_store` at ``pop_path``, replacing a store of a previous run."""
+def _write_population(
+    pop_path: str, A: np.ndarray, law: Any, *, seed: np.random.SeedSequence, **kwargs: Any
+) -> dict[str, Any]:
+    """:func:`population_store` at ``pop_path``, replacing a store of a previous run; its
+    Monte Carlo draws use the stream of ``seed`` (synthesize's root) kept for them."""
     from .store import remove_store
 
     if os.path.exists(pop_path):
         remove_store(pop_path)
-    return population_store(pop_path, A, law, **kwargs)
+    return population_store(pop_path, A, law, seed=_child(seed, _POPULATION_KEY), **kwargs)
+
+
+# ----------------------------------------------------------------------------- sharded corpora
+
+SHARD_NAME = "part-{:05d}.h5"
+"""File name of shard ``s`` of a sharded corpus (``SHARD_NAME.format(s)``)."""
+
+_SHARD_RE = re.compile(r"part-\d{5,}\.h5")
+_DEBRIS_RE = re.compile(r"\.part-\d{5,}\.h5\.partial-[0-9a-f]{12}")  # see _io.temp_beside
+
+
+@dataclass(frozen=True)
+class _Shard:
+    """Shard ``index``: documents ``d0:d1``, which are the units from ``first_unit`` on."""
+
+    index: int
+    first_unit: int
+    d0: int
+    d1: int
+    path: str
+
+
+def shard_bounds(
+    n_docs: int, doc_length: int, *, shards: int | None = None, shard_tokens: int | None = None
+) -> list[tuple[int, int, int]]:
+    """How :func:`synthesize` cuts a corpus into shards: whole generation units each.
+
+    Shards end on unit boundaries (:func:`unit_docs`), so shard ``s`` holds exactly the
+    documents of the same rows of the unsharded corpus of the same seed, and the documents
+    do not depend on the number of shards nor on the processes that write them.
+
+    Parameters
+    ----------
+    n_docs : int
+        D, documents in the whole corpus.
+    doc_length : int
+        Tokens per document (the Poisson mean with Poisson lengths).
+    shards : int, optional
+        The number of shards wanted (fewer when the corpus has fewer units).
+    shard_tokens : int, optional
+        Instead of ``shards``: about this many tokens per shard (at least one unit).
+
+    Returns
+    -------
+    list of (first_unit, d0, d1)
+        Shard ``s`` holds documents ``d0:d1``, units ``first_unit`` onwards; the shards
+        cover ``0:n_docs`` in order, none empty (none at all when ``n_docs`` is 0).
+    """
+    if (shards is None) == (shard_tokens is None):
+        raise ValueError("give exactly one of shards and shard_tokens")
+    n_docs = _check_sampling(n_docs)
+    unit = unit_docs(doc_length)
+    n_units = -(-n_docs // unit)
+    if shards is not None:
+        if int(shards) != shards or shards < 1:
+            raise ValueError(f"shards={shards!r}: must be a positive integer")
+        n = min(int(shards), n_units)  # units shared out as evenly as possible
+        starts = [s * n_units // n for s in range(n)]
+    else:
+        assert shard_tokens is not None
+        if not shard_tokens >= 1:
+            raise ValueError(f"shard_tokens={shard_tokens!r}: must be >= 1")
+        per = max(1, round(float(shard_tokens) / (unit * int(doc_length))))
+        starts = list(range(0, n_units, per))
+    ends = starts[1:] + [n_units]
+    if n_units == 0:
+        return []
+    return [(u, u * unit, min(n_docs, v * unit)) for u, v in zip(starts, ends, strict=True)]
+
+
+def shard_paths(directory: str | os.PathLike[str]) -> list[str]:
+    """The shards (``part-NNNNN.h5``) in ``directory``, in order."""
+    directory = os.fspath(directory)
+    names = sorted(n for n in os.listdir(directory) if _SHARD_RE.fullmatch(n))
+    return [os.path.join(os.path.abspath(directory), n) for n in names]
+
+
+_SHARD_STATE: dict[str, Any] = {}  # a worker process's model, terms, seed and block size
+
+
+def _init_shard_worker(
+    model: _Model, terms: list[str], root: np.random.SeedSequence, block_docs: int
+) -> None:
+    """Initializer of a shard-writing process: what every shard shares, received once."""
+    _SHARD_STATE.update(model=model, terms=terms, root=root, block_docs=block_docs)
+
+
+def _shard_task(shard: _Shard) -> dict[str, Any]:
+    """The task of a shard-writing process (see :func:`_init_shard_worker`)."""
+    st = _SHARD_STATE
+    return _write_shard(st["model"], st["terms"], st["root"], st["block_docs"], shard)
+
+
+def _write_shard(
+    model: _Model, terms: list[str], root: np.random.SeedSequence, block_docs: int,
+    shard: _Shard,
+) -> dict[str, Any]:
+    """Generate the units of ``shard`` one after the other and write them as one HDF5 file
+    (aside, then renamed): memory holds the topics, one unit and one block of documents."""
+    t0 = time.perf_counter()
+    enc = _encoder("hdf5", terms)
+    starts = range(shard.d0, shard.d1, model.unit_docs)
+    pieces = (
+        _make_piece((model, enc), root, u, a, min(shard.d1, a + model.unit_docs))
+        for u, a in zip(itertools.count(shard.first_unit), starts)
+    )
+    n_tokens, nnz = _write_hdf5(shard.path, pieces, terms, block_docs)
+    return {"index": shard.index, "path": shard.path, "first_doc": shard.d0,
+            "n_docs": shard.d1 - shard.d0, "n_tokens": n_tokens, "nnz": nnz,
+            "seconds": time.perf_counter() - t0, "reused": False}
+
+
+def _shard_counts(shard: _Shard) -> dict[str, Any] | None:
+    """The counts of a shard file written earlier, or None if it does not hold the shard's
+    number of documents (it is then written again)."""
+    import h5py
+
+    try:
+        with h5py.File(shard.path, "r") as f:
+            ptr = f["indptr"]
+            if ptr.shape[0] != shard.d1 - shard.d0 + 1:
+                return None
+            nnz = int(ptr[-1])
+            data = f["data"]
+            step = 2**24
+            n_tokens = sum(int(data[i : i + step].sum(dtype=np.int64))
+                           for i in range(0, nnz, step))
+    except (OSError, KeyError):
+        return None
+    return {"index": shard.index, "path": shard.path, "first_doc": shard.d0,
+            "n_docs": shard.d1 - shard.d0, "n_tokens": n_tokens, "nnz": nnz,
+            "seconds": 0.0, "reused": True}
+
+
+def _run_shards(
+    model: _Model, terms: list[str], root: np.random.SeedSequence, block_docs: int,
+    todo: Sequence[_Shard], processes: int,
+) -> Iterator[dict[str, Any]]:
+    """Write the shards ``todo``, ``processes`` at a time (one process each), yielding each
+    one's report as it finishes. One process: in this process, in order."""
+    if processes <= 1 or len(todo) <= 1:
+        for shard in todo:
+            yield _write_shard(model, terms, root, block_docs, shard)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process that may run threads
+    with ProcessPoolExecutor(min(processes, len(todo)), mp_context=ctx,
+                             initializer=_init_shard_worker,
+                             initargs=(model, terms, root, block_docs)) as ex:
+        futures = [ex.submit(_shard_task, shard) for shard in todo]
+        try:
+            for fut in as_completed(futures):
+                yield fut.result()
+        finally:
+            for fut in futures:
+                fut.cancel()
+
+
+def _prepare_shard_dir(directory: str, keep: set[str]) -> None:
+    """Make ``directory`` hold nothing but the shards in ``keep`` (file names): create it,
+    remove other shard files (a previous, larger corpus), and refuse other visible files,
+    which ``streamtopic ingest DIRECTORY`` would try to read."""
+    os.makedirs(directory, exist_ok=True)
+    for name in sorted(os.listdir(directory)):
+        if _DEBRIS_RE.fullmatch(name):  # a shard a killed run was writing
+            remove_path(os.path.join(directory, name))
+        if name.startswith("."):
+            continue
+        if not _SHARD_RE.fullmatch(name):
+            raise FileExistsError(
+                f"{os.path.join(directory, name)}: a sharded corpus directory holds only "
+                "its shards (part-NNNNN.h5); move this file away or choose another directory"
+            )
+        if name not in keep:
+            remove_path(os.path.join(directory, name))
+
+
+_PLAN_FILE = ".synth-plan.json"  # hidden: ``ingest DIRECTORY`` reads only the shards
+
+
+def _shard_plan(
+    model: _Model, terms: list[str], root: np.random.SeedSequence, n_docs: int,
+    bounds: list[tuple[int, int, int]],
+) -> dict[str, Any]:
+    """What fixes a sharded corpus' bytes: its topics, θ law, lengths, seed and shards."""
+    import hashlib
+
+    digest = hashlib.sha256(np.ascontiguousarray(model.A_t).tobytes())
+    digest.update("\n".join(terms).encode("utf-8"))
+    theta = model.theta.to_dict() if model.theta is not None else {
+        "kind": "dirichlet", "alpha": model.alpha.tolist()}
+    return {"format": "streamtopic-synth-shards", "format_version": 1,
+            "topics_sha256": digest.hexdigest(), "theta": theta, "n_docs": int(n_docs),
+            "doc_length": model.doc_length, "poisson": model.poisson,
+            "unit_docs": model.unit_docs, "seed_entropy": _entropy_text(_entropy(root)),
+            "seed_spawn_key": [int(k) for k in root.spawn_key],
+            "shards": [list(b) for b in bounds]}
+
+
+def _same_plan(directory: str, plan: dict[str, Any]) -> bool:
+    try:
+        with open(os.path.join(directory, _PLAN_FILE), encoding="utf-8") as fh:
+            return bool(json.load(fh) == json.loads(json.dumps(plan)))
+    except (OSError, ValueError):
+        return False
+
+
+def _write_sharded(
+    directory: str, model: _Model, n_docs: int, *, terms: list[str],
+    root: np.random.SeedSequence, shards: int | None, shard_tokens: int | None,
+    processes: int | None, resume: bool, block_docs: int,
+    progress: Callable[[int, int], None] | None,
+) -> dict[str, Any]:
+    """:func:`synthesize`'s sharded corpus: ``directory/part-NNNNN.h5``, one process per
+    shard at a time. With ``resume``, shards already written under the same plan (topics,
+    θ law, lengths, seed, shard bounds) are kept. Returns the report of :func:`write_corpus`
+    with ``shards`` (one dict per shard) and ``processes``."""
+    n_docs = _check_sampling(n_docs)
+    if block_docs < 1:
+        raise ValueError(f"block_docs={block_docs!r}: must be >= 1")
+    bounds = shard_bounds(n_docs, model.doc_length, shards=shards, shard_tokens=shard_tokens)
+    plan = _shard_plan(model, terms, root, n_docs, bounds)
+    todo = [_Shard(s, u, d0, d1, os.path.join(directory, SHARD_NAME.format(s)))
+            for s, (u, d0, d1) in enumerate(bounds)]
+    reuse = resume and os.path.isdir(directory) and _same_plan(directory, plan)
+    _prepare_shard_dir(directory, {os.path.basename(sh.path) for sh in todo} if reuse else set())
+    with written_aside(os.path.join(directory, _PLAN_FILE)) as tmp, open(tmp, "w") as fh:
+        json.dump(plan, fh)
+    done = [c for c in (_shard_counts(sh) for sh in todo if reuse and os.path.exists(sh.path))
+            if c is not None]
+    todo = [sh for sh in todo if sh.index not in {c["index"] for c in done}]
+    n_proc = max(1, int(processes if processes is not None else os.cpu_count() or 1))
+    docs_done = sum(c["n_docs"] for c in done)
+    for rep in _run_shards(model, terms, root, int(block_docs), todo, n_proc):
+        done.append(rep)
+        docs_done += rep["n_docs"]
+        if progress is not None:
+            progress(docs_done, n_docs)
+    done.sort(key=lambda r: r["index"])
+    return {"format": "hdf5", "n_docs": n_docs,
+            "n_tokens": sum(r["n_tokens"] for r in done), "nnz": sum(r["nnz"] for r in done),
+            "vocab_size": model.V, "path": directory, "paths": [r["path"] for r in done],
+            "shards": done, "processes": n_proc, "unit_docs": model.unit_docs}
