@@ -472,9 +472,10 @@ def run_gensim(args: argparse.Namespace, gen: dict[str, Any], topics: str,
 
 
 def acceptance(result: dict[str, Any]) -> dict[str, Any]:
-    """The issue's criteria, judged when the corpus has at least 10⁹ tokens."""
+    """The issue's criteria, judged when the corpus was asked for 10⁹ tokens or more (its
+    Poisson document lengths make the count drawn differ by a few thousand)."""
     ing, fitted = result.get("ingest") or {}, result.get("fit") or {}
-    tokens = (result.get("generate") or {}).get("n_tokens", 0)
+    tokens = (result.get("settings") or {}).get("tokens", 0)
     out: dict[str, Any] = {"targets": TARGETS, "judged": tokens >= TARGETS["judged_from_tokens"]}
     if ing:
         out["ingest_within_15_minutes"] = ing["seconds"] <= TARGETS["ingest_seconds"]
