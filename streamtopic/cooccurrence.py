@@ -41,6 +41,7 @@ import shutil
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -71,6 +72,9 @@ CACHE_SHARE = 0.25
 SYNC_EVERY = 4  # rounds of accumulation links per barrier (chains stay within 2 blocks)
 DENSE_FRACTION = 0.25  # a partial piece denser than this is summed as a dense array
 
+#: Name prefix of a first ingest's scratch directory of spilled partitions (owned: see
+#: ``streamtopic._scratch``), for a corpus too large to keep in memory between its passes
+SPILL_PREFIX = ".streamtopic-ingest-"
 #: A new store is built in ``.NAME.tmp-<hex>`` beside its path (:func:`.temp_beside`)
 _BUILD_TAG = "tmp"
 
@@ -1119,12 +1123,23 @@ def _first_ingest(
         "max_df": DEFAULT_MAX_DF if max_df is None else max_df,
         "keep_n": DEFAULT_KEEP_N if keep_n == "default" else keep_n,
     }
-    if vocab is not None:
-        voc = Vocabulary.fixed(read_vocab_file(vocab))
-    else:
-        if _worth_caching(corpus):  # one read for both passes
-            corpus = corpus.cached(progress)
-        voc = _pruned_vocabulary(corpus, progress, pruning, min_df, max_df)
+    with ExitStack() as held:
+        if vocab is not None:
+            voc = Vocabulary.fixed(read_vocab_file(vocab))
+        else:  # one read of the corpus for both passes, kept in memory or spilled to disk
+            corpus, voc = _vocabulary_and_reading(corpus, store_path, progress, pruning,
+                                                  min_df, max_df, held)
+        return _build_store(corpus, store_path, sources, stamps, progress, vocab=vocab,
+                            voc=voc, pruning=pruning, chunk_size=chunk_size)
+
+
+def _build_store(
+    corpus: Corpus, store_path: str, sources: list[tuple[Any, str | None]],
+    stamps: dict[str, str], progress: bool, *, vocab: str | None, voc: Vocabulary,
+    pruning: dict[str, Any], chunk_size: int | None,
+) -> IngestReport:
+    """Create the new store in its hidden build directory, count the corpus into it and
+    rename it into place."""
     parent = os.path.dirname(store_path) or "."
     if not os.path.isdir(parent):
         raise StoreError(f"{parent}: directory does not exist")
@@ -1147,6 +1162,74 @@ def _first_ingest(
         if lock is not None:
             lock.release()  # after the build directory is renamed, or removed
     return report
+
+
+def _vocabulary_and_reading(
+    corpus: Corpus, store_path: str, progress: bool, pruning: dict[str, Any],
+    min_df: int | None, max_df: float | None, held: ExitStack,
+) -> tuple[Corpus, Vocabulary]:
+    """A new store's vocabulary, from one read of the corpus that also serves the counting:
+    the corpus comes back kept in memory (when its text takes at most ``CACHE_SHARE`` of the
+    memory budget) or spilled to disk, each partition's documents pickled as its vocabulary
+    pass reads them (:func:`_spill_partition`) into a scratch directory that ``held`` keeps
+    until the ingest ends. Text is then tokenised once, whatever the corpus' size."""
+    if _worth_caching(corpus):
+        corpus = corpus.cached(progress)
+        return corpus, _pruned_vocabulary(corpus, progress, pruning, min_df, max_df)
+    from ._scratch import collect, owned_dir
+    from .workspace import scratch_root
+
+    root = scratch_root(None, store_path)
+    collect(root, lambda n: n.startswith(SPILL_PREFIX))
+    spill = held.enter_context(owned_dir(root, SPILL_PREFIX))
+    corpus, stats = _spilled_vocabulary_pass(corpus, spill, progress)
+    return corpus, _vocabulary_of(corpus, stats, pruning, min_df, max_df)
+
+
+def _spill_partition(chunks: list[DocChunk], path: str) -> list[TermStats]:
+    """Write a partition's documents to ``path`` (pickled) and return its term statistics:
+    the vocabulary pass and the reading of the corpus for the counting, in one."""
+    import pickle
+
+    with written_aside(path) as tmp, open(tmp, "wb") as fh:
+        pickle.dump(list(chunks), fh, protocol=pickle.HIGHEST_PROTOCOL)
+    return _partition_term_stats(chunks)
+
+
+def _load_spilled(path: str) -> list[DocChunk]:
+    import pickle
+
+    with open(path, "rb") as fh:
+        return list(pickle.load(fh))
+
+
+def _spilled_vocabulary_pass(
+    corpus: Corpus, directory: str, progress: bool
+) -> tuple[Corpus, TermStats]:
+    """The vocabulary pass, writing every partition's documents under ``directory``; returns
+    the corpus read back from there (a bag of the same partitions) and the statistics."""
+    import dask.bag as db
+    from dask import delayed
+
+    from .cluster import compute
+
+    paths = [os.path.join(directory, f"part-{k:06d}.pkl") for k in range(corpus.npartitions)]
+    parts = corpus.to_bag().to_delayed()
+    stats = [delayed(_spill_partition, pure=True)(p, path)
+             for p, path in zip(parts, paths, strict=True)]
+    item = _tree(_sum_term_stats, stats)
+    (total,) = compute(item, progress=progress, label="vocabulary pass",
+                       bytes_read=sum(s.size for s in corpus.sources))
+    bag = db.from_delayed([delayed(_load_spilled, pure=True)(p) for p in paths])
+    return replace(corpus, cache=bag), total[0]
+
+
+def _sum_term_stats(*parts: list[TermStats]) -> list[TermStats]:
+    total = TermStats()
+    for part in parts:
+        for t in part:
+            total.merge(t)
+    return [total]
 
 
 def _grown_words(
@@ -1190,7 +1273,14 @@ def _pruned_vocabulary(
     max_df: float | None,
 ) -> Vocabulary:
     """A new store's vocabulary: a pass over the corpus, pruned as ``pruning`` says."""
-    stats = _vocabulary_pass(corpus, progress)
+    return _vocabulary_of(corpus, _vocabulary_pass(corpus, progress), pruning, min_df, max_df)
+
+
+def _vocabulary_of(
+    corpus: Corpus, stats: TermStats, pruning: dict[str, Any], min_df: int | None,
+    max_df: float | None,
+) -> Vocabulary:
+    """The vocabulary the corpus' term statistics give, pruned as ``pruning`` says."""
     if stats.n_docs == 0:
         raise CorpusError(
             ", ".join(s.path for s in corpus.sources),

@@ -1,0 +1,75 @@
+"""Text is read and tokenised once by a first ingest (issue 17, point 5): the vocabulary pass
+keeps the documents in memory, or, for a corpus too large for that, spills each partition's
+documents to a scratch directory that the counting then reads back."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+import pytest
+
+import streamtopic as st
+from streamtopic import cooccurrence, corpus
+from streamtopic.store import CooccurrenceStore
+
+
+def write_docs(path, n_docs: int, seed: int) -> str:
+    rng = np.random.default_rng(seed)
+    words = [f"w{a}{b}" for a in "abcdefgh" for b in "abcdefghij"]
+    with open(path, "w") as fh:
+        for _ in range(n_docs):
+            fh.write(" ".join(rng.choice(words, size=int(rng.integers(2, 30)))) + "\n")
+    return str(path)
+
+
+@pytest.fixture
+def counted_reads(monkeypatch):
+    """How many times each partition of the corpus is read and tokenised."""
+    reads: list[int] = []
+    real = corpus._read_part
+
+    def read_part(part, tokenizer):
+        reads.append(1)
+        return real(part, tokenizer)
+
+    monkeypatch.setattr(corpus, "_read_part", read_part)
+    return reads
+
+
+@pytest.mark.parametrize("kept_in_memory", [True, False])
+def test_a_first_ingest_reads_the_corpus_once(tmp_path, monkeypatch, counted_reads,
+                                              kept_in_memory):
+    docs = write_docs(tmp_path / "a.txt", 3000, seed=1)
+    n_parts = st.read_corpus(docs, blocksize=20_000).npartitions
+    assert n_parts > 3
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    os.makedirs(tmp_path / "tmp")
+    if not kept_in_memory:
+        monkeypatch.setattr(cooccurrence, "CACHE_SHARE", 0.0)  # too large to keep
+    st.ingest(docs, tmp_path / "s.zarr", blocksize=20_000, min_df=1, progress=False)
+    assert len(counted_reads) == n_parts
+    assert os.listdir(tmp_path / "tmp") == []  # the spilled partitions are gone
+    monkeypatch.setattr(cooccurrence, "CACHE_SHARE", 0.25)
+    st.ingest(docs, tmp_path / "ref.zarr", blocksize=20_000, min_df=1, progress=False)
+    with CooccurrenceStore.open(tmp_path / "s.zarr") as a, \
+            CooccurrenceStore.open(tmp_path / "ref.zarr") as b:
+        assert a.vocab == b.vocab and a.n_docs == b.n_docs
+        np.testing.assert_array_equal(a.read_dense(), b.read_dense())
+
+
+def test_a_failed_spilled_ingest_leaves_no_scratch(tmp_path, monkeypatch):
+    docs = write_docs(tmp_path / "a.txt", 500, seed=2)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    os.makedirs(tmp_path / "tmp")
+    monkeypatch.setattr(cooccurrence, "CACHE_SHARE", 0.0)
+
+    def fail(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cooccurrence, "_accumulate", fail)
+    with pytest.raises(OSError):
+        st.ingest(docs, tmp_path / "s.zarr", min_df=1, progress=False)
+    assert os.listdir(tmp_path / "tmp") == []
+    assert not os.path.exists(tmp_path / "s.zarr")
