@@ -55,6 +55,7 @@ from .store import (
     CooccurrenceStore,
     StoreError,
     _padded,
+    open_for_blocks,
     read_q_block,
     write_q_block,
 )
@@ -165,11 +166,12 @@ def _product(
 class _Grid:
     """Reduction groups over the upper triangle of Q's blocks (Q is symmetric): a group is a
     run of blocks (i, j0) … (i, j1 − 1), j0 ≥ i, of one row stripe. Its sum is written to
-    those blocks and, transposed, to their mirror images (j, i)."""
+    those blocks and, transposed, to their mirror images (j, i). ``runs[i]``: the (j0, j1)
+    of stripe i's groups, in order."""
 
     V: int
     c: int
-    group_cols: int
+    runs: tuple[tuple[tuple[int, int], ...], ...]
 
     @property
     def nb(self) -> int:
@@ -178,26 +180,69 @@ class _Grid:
     @property
     def groups(self) -> list[tuple[int, int]]:
         """(i, g): row stripe i, g-th run of block columns from the diagonal."""
-        return [(i, g) for i in range(self.nb)
-                for g in range(-(-(self.nb - i) // self.group_cols))]
+        return [(i, g) for i in range(self.nb) for g in range(len(self.runs[i]))]
 
     def rows(self, i: int) -> tuple[int, int]:
         return i * self.c, min(self.V, (i + 1) * self.c)
 
     def blocks(self, i: int, g: int) -> range:
-        j0 = i + g * self.group_cols
-        return range(j0, min(self.nb, j0 + self.group_cols))
+        return range(*self.runs[i][g])
 
     def cols(self, i: int, g: int) -> tuple[int, int]:
         b = self.blocks(i, g)
         return b.start * self.c, min(self.V, b.stop * self.c)
 
 
-def _make_grid(V: int, c: int) -> _Grid:
-    """Groups of up to ``GROUP_BYTES`` dense bytes; single blocks when there are few blocks,
-    so that the groups (each one chain of tasks) are many and even enough to share out."""
+#: Blocks one group of mostly empty blocks may span at most: the memory its running sum
+#: takes should the estimate be wrong and it turn dense (16 blocks of 32 MiB)
+SPARSE_RUN = 16
+
+
+def _make_grid(V: int, c: int, doc_freq: np.ndarray | None = None, n_docs: int = 0) -> _Grid:
+    """Groups of up to ``GROUP_BYTES`` of running sum; single blocks when there are few
+    blocks, so that the groups (each one chain of tasks) are many and even enough to share
+    out. With the words' document frequencies (``doc_freq``, V; ``n_docs`` documents), a
+    block expected to be mostly empty counts by its expected non-zeros (sparse running sums
+    take about 24 bytes each), so a stripe's sparse blocks share few groups, up to
+    ``SPARSE_RUN`` blocks: fewer chains and links where Q is almost empty."""
     nb = -(-V // c)
-    return _Grid(V, c, max(1, min(GROUP_BYTES // (c * c * 8), nb // 4)))
+    dense_run = max(1, min(GROUP_BYTES // (c * c * 8), nb // 4))
+    if doc_freq is None or n_docs <= 0 or nb <= 4:
+        return _Grid(V, c, tuple(tuple((j, min(nb, j + dense_run))
+                                       for j in range(i, nb, dense_run)) for i in range(nb)))
+    cost = _block_bytes(np.asarray(doc_freq, dtype=np.float64)[:V], n_docs, c)
+    runs = []
+    for i in range(nb):
+        stripe, j = [], i
+        while j < nb:
+            k, total = j, 0.0
+            while k < nb and k - j < SPARSE_RUN and (k == j or total + cost[i, k] <= GROUP_BYTES):
+                total += cost[i, k]
+                k += 1
+            stripe.append((j, k))
+            j = k
+        runs.append(tuple(stripe))
+    return _Grid(V, c, tuple(runs))
+
+
+def _block_bytes(df: np.ndarray, n_docs: int, c: int, bins: int = 32) -> np.ndarray:
+    """(nb, nb): the expected bytes of each block's running sum: dense (8 per entry) where
+    the block's expected density (words co-occurring at random in documents, from their
+    document frequencies binned by log) passes half of ``DENSE_FRACTION``, else 24 per
+    expected non-zero."""
+    nb = -(-df.size // c)
+    edges = np.logspace(0, np.log10(max(2.0, float(n_docs))) + 1e-9, bins + 1)
+    centre = np.sqrt(edges[:-1] * edges[1:])
+    hist = np.zeros((nb, bins))
+    for b in range(nb):
+        part = df[b * c : (b + 1) * c]
+        hist[b] = np.histogram(np.clip(part, 1, None), bins=edges)[0]
+    p = np.clip(centre / n_docs, 0, 1)
+    pair = -np.expm1(np.log1p(-np.minimum(np.outer(p, p), 1 - 1e-12)) * n_docs)
+    nnz = hist @ pair @ hist.T
+    sizes = np.minimum(c, df.size - np.arange(nb) * c).astype(np.float64)
+    area = np.outer(sizes, sizes)
+    return np.where(nnz > 0.5 * DENSE_FRACTION * area, 8.0 * area, 24.0 * nnz)
 
 
 # ----------------------------------------------------------------------------- partition tasks
@@ -594,21 +639,21 @@ def _write_group(
     end the ingest, when a worker's neighbours may have nothing left to do). Returns
     (i, j, nnz, sparse) for each block written.
     """
-    import zarr
 
     piece = _finished(piece)
     if piece is None:
         return []
-    arr = zarr.open_array(store=root, path=f"versions/v{new_version:06d}/Q", mode="r+")
+    arr = open_for_blocks(root, f"versions/v{new_version:06d}/Q")
     r0, r1 = grid.rows(i)
     c0, _ = grid.cols(i, g)
     rows = slice(r0, r1)
     out: list[tuple[int, int, int, bool]] = []
+    parts = _column_blocks(piece, c0, grid.c, grid.blocks(i, g), grid.V)
     with ThreadPoolExecutor(1) as beside:
         mirrors = []
         for k, j in enumerate(grid.blocks(i, g)):
             b0, b1 = j * grid.c, min(grid.V, (j + 1) * grid.c)
-            part = piece[:, b0 - c0 : b1 - c0]
+            part = parts[k]
             if not (part.any() if isinstance(part, np.ndarray) else part.nnz):
                 continue
             cols = slice(b0, b1)
@@ -627,6 +672,25 @@ def _write_group(
             out.append((i, j, nnz, sparse))
         for j, m in mirrors:
             out.append((j, i, *m.result()))  # raises what the mirror's write raised
+    return out
+
+
+def _column_blocks(piece: Any, c0: int, c: int, blocks: range, V: int) -> list[Any]:
+    """A group's sum (rows × its columns from ``c0``) cut into its blocks' columns: views of
+    a dense sum; for a sparse one, CSR blocks made in one pass over its entries (slicing
+    each block's columns would scan the whole sum once per block)."""
+    bounds = [(j * c - c0, min(V, (j + 1) * c) - c0) for j in blocks]
+    if isinstance(piece, np.ndarray):
+        return [piece[:, a:b] for a, b in bounds]
+    coo = piece.tocoo()
+    which = coo.col // c  # block of each entry, from the group's first block
+    order = np.argsort(which, kind="stable")  # each block's entries stay row-major
+    starts = np.searchsorted(which[order], np.arange(len(bounds) + 1))
+    out = []
+    for k, (a, b) in enumerate(bounds):
+        sel = order[starts[k] : starts[k + 1]]
+        out.append(sp.csr_matrix((coo.data[sel], (coo.row[sel], coo.col[sel] - a)),
+                                 shape=(piece.shape[0], b - a)))
     return out
 
 
@@ -1124,22 +1188,24 @@ def _first_ingest(
         "keep_n": DEFAULT_KEEP_N if keep_n == "default" else keep_n,
     }
     with ExitStack() as held:
+        n_docs = 0  # of the vocabulary pass (none with a fixed vocabulary)
         if vocab is not None:
             voc = Vocabulary.fixed(read_vocab_file(vocab))
         else:  # one read of the corpus for both passes, kept in memory or spilled to disk
-            corpus, voc = _vocabulary_and_reading(corpus, store_path, progress, pruning,
-                                                  min_df, max_df, held)
+            corpus, voc, n_docs = _vocabulary_and_reading(corpus, store_path, progress,
+                                                          pruning, min_df, max_df, held)
         return _build_store(corpus, store_path, sources, stamps, progress, vocab=vocab,
-                            voc=voc, pruning=pruning, chunk_size=chunk_size)
+                            voc=voc, n_docs=n_docs, pruning=pruning, chunk_size=chunk_size)
 
 
 def _build_store(
     corpus: Corpus, store_path: str, sources: list[tuple[Any, str | None]],
     stamps: dict[str, str], progress: bool, *, vocab: str | None, voc: Vocabulary,
-    pruning: dict[str, Any], chunk_size: int | None,
+    n_docs: int, pruning: dict[str, Any], chunk_size: int | None,
 ) -> IngestReport:
     """Create the new store in its hidden build directory, count the corpus into it and
-    rename it into place."""
+    rename it into place (``n_docs``: the documents the vocabulary pass saw, 0 if none ran;
+    with the words' document frequencies, they shape the groups: :func:`_make_grid`)."""
     parent = os.path.dirname(store_path) or "."
     if not os.path.isdir(parent):
         raise StoreError(f"{parent}: directory does not exist")
@@ -1155,7 +1221,8 @@ def _build_store(
             target = CooccurrenceStore.create(build_path, voc.terms, chunk_size=chunk_size,
                                               config=config)
             lock = target.writer_lock()
-            report = _accumulate(corpus, target, sources, stamps, progress, lock)
+            report = _accumulate(corpus, target, sources, stamps, progress, lock,
+                                 frequencies=(voc.doc_freq, n_docs) if n_docs else None)
     except TargetExistsError:
         raise StoreError(f"{store_path}: appeared while ingesting; not overwritten") from None
     finally:
@@ -1167,23 +1234,25 @@ def _build_store(
 def _vocabulary_and_reading(
     corpus: Corpus, store_path: str, progress: bool, pruning: dict[str, Any],
     min_df: int | None, max_df: float | None, held: ExitStack,
-) -> tuple[Corpus, Vocabulary]:
-    """A new store's vocabulary, from one read of the corpus that also serves the counting:
+) -> tuple[Corpus, Vocabulary, int]:
+    """A new store's vocabulary and the documents it was made from, from one read of the
+    corpus that also serves the counting:
     the corpus comes back kept in memory (when its text takes at most ``CACHE_SHARE`` of the
     memory budget) or spilled to disk, each partition's documents pickled as its vocabulary
     pass reads them (:func:`_spill_partition`) into a scratch directory that ``held`` keeps
     until the ingest ends. Text is then tokenised once, whatever the corpus' size."""
     if _worth_caching(corpus):
         corpus = corpus.cached(progress)
-        return corpus, _pruned_vocabulary(corpus, progress, pruning, min_df, max_df)
-    from ._scratch import collect, owned_dir
-    from .workspace import scratch_root
+        stats = _vocabulary_pass(corpus, progress)
+    else:
+        from ._scratch import collect, owned_dir
+        from .workspace import scratch_root
 
-    root = scratch_root(None, store_path)
-    collect(root, lambda n: n.startswith(SPILL_PREFIX))
-    spill = held.enter_context(owned_dir(root, SPILL_PREFIX))
-    corpus, stats = _spilled_vocabulary_pass(corpus, spill, progress)
-    return corpus, _vocabulary_of(corpus, stats, pruning, min_df, max_df)
+        root = scratch_root(None, store_path)
+        collect(root, lambda n: n.startswith(SPILL_PREFIX))
+        spill = held.enter_context(owned_dir(root, SPILL_PREFIX))
+        corpus, stats = _spilled_vocabulary_pass(corpus, spill, progress)
+    return corpus, _vocabulary_of(corpus, stats, pruning, min_df, max_df), stats.n_docs
 
 
 def _spill_partition(chunks: list[DocChunk], path: str) -> list[TermStats]:
@@ -1266,14 +1335,6 @@ def _grown_words(
     new.sort(key=lambda t: (-df[t], t))
     keep_n = pruning.get("keep_n")
     return corpus, new if keep_n is None else new[: max(0, int(keep_n) - store.V)]
-
-
-def _pruned_vocabulary(
-    corpus: Corpus, progress: bool, pruning: dict[str, Any], min_df: int | None,
-    max_df: float | None,
-) -> Vocabulary:
-    """A new store's vocabulary: a pass over the corpus, pruned as ``pruning`` says."""
-    return _vocabulary_of(corpus, _vocabulary_pass(corpus, progress), pruning, min_df, max_df)
 
 
 def _vocabulary_of(
@@ -1359,13 +1420,20 @@ def _accumulate(
     progress: bool,
     lock: Any,
     new_terms: Sequence[str] = (),
+    frequencies: tuple[np.ndarray, int] | None = None,
 ) -> IngestReport:
     """Count the corpus into a new version of the store and commit it. ``sources`` pairs
     each input with its content hash, or None to hash it within this pass; ``new_terms``
-    are words the round adds to the vocabulary (:func:`_grown_words`)."""
+    are words the round adds to the vocabulary (:func:`_grown_words`); ``frequencies``:
+    the words' document frequencies and the documents they count, which shape the groups
+    (:func:`_make_grid`; default: the store's own, for a store with documents)."""
     txn = store.begin(lock, new_terms)
     try:
-        grid = _make_grid(txn.V, store.chunk_size)
+        if frequencies is None and store.n_docs > 0:
+            df = np.zeros(txn.V, np.int64)
+            df[: store.V] = store.doc_freq
+            frequencies = (df, store.n_docs)
+        grid = _make_grid(txn.V, store.chunk_size, *(frequencies or (None, 0)))
         parts = (
             corpus.to_bag()
             .map_partitions(_partition_partial, store.path, store.uid, grid, store.doc_length)

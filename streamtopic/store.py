@@ -234,6 +234,16 @@ class Transaction:
             self.lock.release()
 
 
+#: Chunks are written as they are: the writers of Q only write blocks with non-zeros, so
+#: zarr's check that a chunk is all fill value (a pass over every 32 MiB block) is skipped
+_WRITE_AS_IS: Any = {"write_empty_chunks": True}
+
+
+def open_for_blocks(root: str, path: str) -> zarr.Array:
+    """A version's dense array of Q opened to write blocks into (see ``_WRITE_AS_IS``)."""
+    return zarr.open_array(store=root, path=path, mode="r+", config=_WRITE_AS_IS)
+
+
 def _sparse_path(version: int, rows: slice, cols: slice) -> str:
     """Where a sparse block (rows, cols) of a version lives (a group of three arrays)."""
     return f"{_vname(version)}/S/{rows.start}_{cols.start}"
@@ -340,10 +350,11 @@ def write_q_block(
         raw = _sparse_bytes(S)
         zarr.create_array(store=root, name=_sparse_path(version, rows, cols), data=raw,
                           chunks=raw.shape, compressors=_q_compressor(), overwrite=True,
+                          config=_WRITE_AS_IS,
                           chunk_key_encoding={"name": "default", "separator": "."})
         return nnz, True
     if dense is None:
-        dense = zarr.open_array(store=root, path=f"{_vname(version)}/Q", mode="r+")
+        dense = open_for_blocks(root, f"{_vname(version)}/Q")
     dense[rows, cols] = block.toarray() if sp.issparse(block) else block
     return nnz, False
 
@@ -1147,7 +1158,7 @@ class CooccurrenceStore:
                 f"{txn.group_path}/Q", shape=(V, V), chunks=(c, c), dtype="f8", fill_value=0.0,
                 compressors=_q_compressor(),
             )
-        return zarr.open_array(store=self.path, path=f"{txn.group_path}/Q", mode="r+")
+        return open_for_blocks(self.path, f"{txn.group_path}/Q")
 
     def commit(
         self,

@@ -192,3 +192,36 @@ def test_a_store_of_a_newer_format_is_refused(mixed_store):
     json.dump(meta, open(meta_path, "w"))
     with pytest.raises(StoreError, match="newer streamtopic.*format 99"):
         CooccurrenceStore.open(mixed_store)
+
+
+def test_groups_follow_the_expected_density_and_cover_the_triangle_once():
+    """With document frequencies, a group spans blocks up to GROUP_BYTES of expected
+    running sum (dense blocks count whole, mostly empty ones by their expected non-zeros)
+    and at most SPARSE_RUN blocks, so the rare words' blocks share few groups; every block
+    on and above the diagonal is in exactly one group."""
+    from streamtopic.cooccurrence import GROUP_BYTES, SPARSE_RUN, _block_bytes, _make_grid
+
+    V, c, n_docs = 40_000, 2000, 20_000
+    df = np.maximum(1, (n_docs * 0.9 / np.arange(1, V + 1) ** 0.8)).astype(np.int64)
+    uniform, shaped = _make_grid(V, c), _make_grid(V, c, df, n_docs)
+    for grid in (uniform, shaped):
+        seen = [(i, j) for i, g in grid.groups for j in grid.blocks(i, g)]
+        assert sorted(seen) == [(i, j) for i in range(grid.nb) for j in range(i, grid.nb)]
+    assert len(shaped.groups) < len(uniform.groups) / 2
+    cost = _block_bytes(df.astype(float), n_docs, c)
+    assert cost[0, 0] == 8.0 * c * c and cost[-1, -1] < 0.1 * 8.0 * c * c  # dense, sparse
+    for i, g in shaped.groups:
+        blocks = shaped.blocks(i, g)
+        assert len(blocks) <= SPARSE_RUN
+        assert len(blocks) == 1 or sum(cost[i, j] for j in blocks) <= GROUP_BYTES
+
+
+def test_a_sparse_group_sum_is_cut_into_its_blocks_exactly():
+    from streamtopic.cooccurrence import _column_blocks
+
+    S = sp.random(50, 230, density=0.05, format="csr", random_state=0)
+    parts = _column_blocks(S, 100, 50, range(2, 7), 330)
+    dense = S.toarray()
+    assert [p.shape for p in parts] == [(50, 50)] * 4 + [(50, 30)]
+    for k, p in enumerate(parts):
+        np.testing.assert_array_equal(p.toarray(), dense[:, 50 * k : 50 * k + p.shape[1]])
