@@ -51,7 +51,10 @@ import scipy.sparse as sp
 from ._io import TargetExistsError, written_aside
 from .corpus import Corpus, CorpusError, DocChunk, _uci_header, read_corpus
 from .store import (
+    DENSE,
     DOC_LENGTH,
+    MIRRORED,
+    SPARSE,
     CooccurrenceStore,
     StoreError,
     _padded,
@@ -628,16 +631,17 @@ def _sum_stats(*stats: _Stats) -> _Stats:
 def _write_group(
     piece: Any, stats: _Stats, root: str, old_versions: np.ndarray, old_nnz: np.ndarray,
     new_version: int, grid: _Grid, i: int, g: int, old_sparse: np.ndarray | None = None,
-) -> list[tuple[int, int, int, bool]]:
+) -> list[tuple[int, int, int, int]]:
     """Add a group's summed piece to the head's blocks and write them into the new version,
     each block (i, j) also transposed into its mirror image (j, i); diagonal entries become
     the head's plus the round's exact Σ_d (h_i² − h_i) w_d. A block is stored sparse or
-    dense by its density (:func:`~streamtopic.store.write_q_block`).
+    dense by its density (:func:`~streamtopic.store.write_q_block`); the mirror image of a
+    sparse block is not written: it reads the block transposed (``MIRRORED``).
 
     The only writer of these blocks (and of their mirror images) in this round. A mirror is
     transposed and encoded in a second thread while the block itself is written (the writes
     end the ingest, when a worker's neighbours may have nothing left to do). Returns
-    (i, j, nnz, sparse) for each block written.
+    (i, j, nnz, how it is stored: ``DENSE``, ``SPARSE`` or ``MIRRORED``) for each block.
     """
 
     piece = _finished(piece)
@@ -647,7 +651,7 @@ def _write_group(
     r0, r1 = grid.rows(i)
     c0, _ = grid.cols(i, g)
     rows = slice(r0, r1)
-    out: list[tuple[int, int, int, bool]] = []
+    out: list[tuple[int, int, int, int]] = []
     parts = _column_blocks(piece, c0, grid.c, grid.blocks(i, g), grid.V)
     with ThreadPoolExecutor(1) as beside:
         mirrors = []
@@ -659,19 +663,25 @@ def _write_group(
             cols = slice(b0, b1)
             old = None if old_versions[k] <= 0 else read_q_block(
                 root, int(old_versions[k]), rows, cols, nnz=int(old_nnz[k]),
-                sparse=bool(old_sparse is not None and old_sparse[k]), stored_form=True)
+                sparse=int(old_sparse[k]) if old_sparse is not None else DENSE,
+                stored_form=True)
             exact = None if j != i else stats.diag[r0:r1] + (
                 0.0 if old is None else np.asarray(old.diagonal()))
             block = part if old is None else _block_sum(old, part)
             if exact is not None:
                 block = _set_diagonal(block, exact)
+            nnz, sparse = write_q_block(root, new_version, rows, cols, block, arr)
+            out.append((i, j, nnz, SPARSE if sparse else DENSE))
+            if j == i:
+                continue
+            if sparse:  # the mirror image reads this block transposed: written once
+                out.append((j, i, nnz, MIRRORED))
             else:
                 mirrors.append((j, beside.submit(_write_mirror, root, new_version, cols, rows,
                                                  block, arr)))
-            nnz, sparse = write_q_block(root, new_version, rows, cols, block, arr)
-            out.append((i, j, nnz, sparse))
         for j, m in mirrors:
-            out.append((j, i, *m.result()))  # raises what the mirror's write raised
+            nnz, _ = m.result()  # raises what the mirror's write raised
+            out.append((j, i, nnz, DENSE))
     return out
 
 
@@ -1466,7 +1476,7 @@ def _accumulate(
 
 
 def _commit_round(
-    store: CooccurrenceStore, txn: Any, written_lists: list[list[tuple[int, int, int, bool]]],
+    store: CooccurrenceStore, txn: Any, written_lists: list[list[tuple[int, int, int, int]]],
     stats: _Stats, entries: list[dict[str, Any]], absent_docs: int,
 ) -> None:
     """Commit a counted round: its blocks (each writer's (i, j, nnz, sparse)), counts,
@@ -1483,7 +1493,8 @@ def _commit_round(
         n_oov_tokens=stats.n_oov,
         n_replaced_bytes=stats.n_replaced,
         block_nnz={(i, j): n for (i, j, n, _) in blocks},
-        sparse=[(i, j) for (i, j, _, sparse) in blocks if sparse],
+        sparse=[(i, j) for (i, j, _, kind) in blocks if kind == SPARSE],
+        mirrored=[(i, j) for (i, j, _, kind) in blocks if kind == MIRRORED],
         new_sources=entries,
         unkept=sorted(stats.unkept),
         extra=_mass_record(store, stats),
@@ -1525,7 +1536,7 @@ def _count_round(
     grid: _Grid,
     version: int,
     progress: bool,
-) -> tuple[list[list[tuple[int, int, int, bool]]], _Stats, list[str]]:
+) -> tuple[list[list[tuple[int, int, int, int]]], _Stats, list[str]]:
     """Run one ingest round: every group's chain over the partitions (``parts``, delayed
     :func:`_partition_partial` results), then its writer into version ``version``; the
     round's counts; the content hashes of the ``sources`` without one. Returns (each
@@ -1547,7 +1558,7 @@ def _count_round(
     for n, ((i, g), total) in enumerate(zip(grid.groups, totals, strict=True)):
         old = np.array([head_bv[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
         old_nnz = np.array([head_nnz[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
-        old_sparse = np.array([head_sparse[i, j] for j in grid.blocks(i, g)], dtype=bool)
+        old_sparse = np.array([head_sparse[i, j] for j in grid.blocks(i, g)], dtype=np.int8)
         with dask.annotate(**_home(homes, n)):
             writes.append(
                 delayed(_write_group, pure=True)(

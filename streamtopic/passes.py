@@ -144,8 +144,9 @@ class QBlocks:
                                          self._is_sparse(i, j))
         return sum(os.path.getsize(f) for f in files if os.path.exists(f))
 
-    def _is_sparse(self, i: int, j: int) -> bool:
-        return bool(self.sparse is not None and self.sparse[i, j])
+    def _is_sparse(self, i: int, j: int) -> int:
+        """How block (i, j) is stored (``store.DENSE``, ``SPARSE`` or ``MIRRORED``)."""
+        return int(self.sparse[i, j]) if self.sparse is not None else 0
 
     def block(self, i: int, j: int) -> np.ndarray:
         rows, cols = self.span(i), self.span(j)

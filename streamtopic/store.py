@@ -56,6 +56,10 @@ FORMAT_VERSION = 3
 DEFAULT_CHUNK = 2048
 #: A block with fewer non-zeros than this share of its entries is stored sparse (CSR)
 SPARSE_BELOW = 0.25
+#: How a block is stored (:attr:`CooccurrenceStore.block_sparse`): in the dense array, as a
+#: sparse block of its own, or as the transpose of its mirror image's sparse block (an
+#: ingest writes a sparse block above the diagonal once, for both)
+DENSE, SPARSE, MIRRORED = 0, 1, 2
 _LOCK = ".streamtopic.lock"
 
 
@@ -283,14 +287,15 @@ def _sparse_bytes(S: sp.csr_matrix) -> np.ndarray:
 
 def read_q_block(
     root: str, version: int, rows: slice, cols: slice, scale: float = 1.0, nnz: int = -1,
-    *, sparse: bool = False, stored_form: bool = False,
+    *, sparse: int = DENSE, stored_form: bool = False,
 ) -> Any:
     """Read one block of the sum from a version (zeros for version 0), times ``scale``
     (1/n_docs gives Q itself).
 
-    ``sparse``: the block is stored sparse (the head's :attr:`~CooccurrenceStore.
-    block_sparse`). The block is returned dense (ndarray, rows×cols), or, with
-    ``stored_form``, a sparse block as a ``scipy.sparse.csr_matrix``.
+    ``sparse``: how the block is stored (``DENSE``, ``SPARSE``, or ``MIRRORED``: the
+    transpose of block (cols, rows); the head's :attr:`~CooccurrenceStore.block_sparse`).
+    The block is returned dense (ndarray, rows×cols), or, with ``stored_form``, a sparse
+    block as a ``scipy.sparse.csr_matrix``.
 
     ``nnz`` is the block's recorded count of non-zeros (-1: unknown). A block recorded with
     non-zeros that reads as all zeros (its chunk file is gone), or whose chunk fails to decode
@@ -299,8 +304,11 @@ def read_q_block(
     if version <= 0:
         return np.zeros(shape)
     try:
-        if sparse:
-            out: Any = _read_sparse(root, version, rows, cols)
+        if sparse == MIRRORED:
+            out: Any = _read_sparse(root, version, cols, rows).T.tocsr()
+            empty = out.nnz == 0
+        elif sparse:
+            out = _read_sparse(root, version, rows, cols)
             empty = out.nnz == 0
         else:
             arr = zarr.open_array(store=root, path=f"{_vname(version)}/Q", mode="r")
@@ -360,8 +368,11 @@ def write_q_block(
 
 
 def block_files(root: str, version: int, rows: slice, cols: slice, c: int,
-                sparse: bool) -> list[str]:
-    """The chunk files that hold block (rows, cols) of a version (for sizes and removal)."""
+                sparse: int) -> list[str]:
+    """The chunk files that hold block (rows, cols) of a version (for sizes and removal;
+    a ``MIRRORED`` block's are its mirror image's)."""
+    if sparse == MIRRORED:
+        rows, cols = cols, rows
     if sparse:
         return [os.path.join(root, *_sparse_path(version, rows, cols).split("/"), "c.0")]
     return [os.path.join(root, _vname(version), "Q", "c", str(rows.start // c),
@@ -420,7 +431,8 @@ def read_array_dense(
         expected = int(block_nnz[i, j]) if block_nnz is not None else -1
         if block_sparse is not None and block_sparse[i, j]:
             assert root is not None
-            view[...] = read_q_block(root, v, *sel, scale, expected, sparse=True)
+            view[...] = read_q_block(root, v, *sel, scale, expected,
+                                     sparse=int(block_sparse[i, j]))
             return
         try:
             if src.shape == arr.shape:
@@ -465,14 +477,14 @@ def _q_block_task(
 ) -> np.ndarray:
     """Block ``block_id`` of the sum, dense (its version ``v``, a 1×1 block of the block map;
     the recorded non-zeros of every block ``nnz``, nb×nb or None; the sparse blocks
-    ``sparse``, nb×nb bool), times ``scale``."""
+    ``sparse``, nb×nb: how each is stored), times ``scale``."""
     assert block_id is not None
     i, j = block_id
     rows = slice(i * c, min(V, (i + 1) * c))
     cols = slice(j * c, min(V, (j + 1) * c))
     expected = int(nnz[i, j]) if nnz is not None else -1
     return read_q_block(root, int(v.ravel()[0]), rows, cols, scale, expected,
-                        sparse=bool(sparse[i, j]))
+                        sparse=int(sparse[i, j]))
 
 
 _READ_ONLY: dict[str, zarr.Array] = {}
@@ -855,11 +867,14 @@ class CooccurrenceStore:
 
     @property
     def block_sparse(self) -> np.ndarray:
-        """(nb, nb) bool: the blocks stored sparse (CSR under ``S/``)."""
-        out = np.zeros((self.n_blocks, self.n_blocks), dtype=bool)
-        for key in self._head().get("sparse_blocks", ()):
-            i, j = (int(x) for x in key.split(","))
-            out[i, j] = True
+        """(nb, nb) int8: how each block is stored: ``DENSE`` (0), ``SPARSE`` (1: CSR under
+        ``S/``) or ``MIRRORED`` (2: the transpose of its mirror image's sparse block)."""
+        out = np.zeros((self.n_blocks, self.n_blocks), dtype=np.int8)
+        head = self._head()
+        for name, kind in (("sparse_blocks", SPARSE), ("mirrored_blocks", MIRRORED)):
+            for key in head.get(name, ()):
+                i, j = (int(x) for x in key.split(","))
+                out[i, j] = kind
         return out
 
     def _dask(self, scale: float) -> Any:
@@ -963,15 +978,15 @@ class CooccurrenceStore:
 
     def q_bytes(self) -> int:
         """Bytes on disk of the blocks of Q the head reads (what one pass over Q reads)."""
-        return sum(os.path.getsize(f) for f in self._block_files(np.ones(
-            (self.n_blocks, self.n_blocks), dtype=bool)) if os.path.exists(f))
+        return sum(os.path.getsize(f) for f in set(self._block_files(np.ones(
+            (self.n_blocks, self.n_blocks), dtype=bool))) if os.path.exists(f))
 
     def _block_files(self, which: np.ndarray) -> list[str]:
         """The chunk files of the head's stored blocks where ``which`` (nb×nb bool)."""
         bv, sparse = self.block_versions, self.block_sparse
         return [f for i, j in np.argwhere(which & (bv > 0)).tolist()
                 for f in block_files(self.path, int(bv[i, j]), *self.block_slices(i, j),
-                                     self.chunk_size, bool(sparse[i, j]))]
+                                     self.chunk_size, int(sparse[i, j]))]
 
     def info(self) -> dict[str, Any]:
         """A summary: V, documents, tokens, density, size on disk, sources."""
@@ -996,7 +1011,7 @@ class CooccurrenceStore:
             "blocks_total": int(bv.size),
             "nnz": nnz,
             "density": nnz / float(self.V) ** 2 if self.V else 0.0,
-            "blocks_sparse": int(self.block_sparse.sum()),
+            "blocks_sparse": int(np.count_nonzero(self.block_sparse)),
             "bytes_of_q": self.q_bytes(),
             "bytes_per_nnz": self.q_bytes() / nnz if nnz else 0.0,
             "bytes_on_disk": disk,
@@ -1014,7 +1029,7 @@ class CooccurrenceStore:
         return [[i, j, int(bv[i, j])] for i, j in np.argwhere((recorded > 0) & (bv > 0)).tolist()
                 if not all(os.path.exists(f) for f in block_files(
                     self.path, int(bv[i, j]), *self.block_slices(i, j), self.chunk_size,
-                    bool(sparse[i, j])))]
+                    int(sparse[i, j])))]
 
     def verify(self, *, inputs: bool = False, threads: int | None = None) -> list[str]:
         """Check the version this object reads, and return the problems found (none: []).
@@ -1045,7 +1060,7 @@ class CooccurrenceStore:
             want = int(recorded[i, j]) if recorded is not None else -1
             try:
                 block = read_q_block(self.path, int(bv[i, j]), rows, cols, 1.0, want,
-                                     sparse=bool(sparse[i, j]))
+                                     sparse=int(sparse[i, j]))
             except StoreError as exc:
                 return 0.0, str(exc).split(": ", 1)[-1]
             got = int(np.count_nonzero(block))
@@ -1174,6 +1189,7 @@ class CooccurrenceStore:
         n_replaced_bytes: int = 0,
         block_nnz: dict[tuple[int, int], int] | None = None,
         sparse: Sequence[tuple[int, int]] = (),
+        mirrored: Sequence[tuple[int, int]] = (),
         new_sources: Sequence[dict[str, Any]] = (),
         unkept: Sequence[str] | None = None,
         extra: dict[str, Any] | None = None,
@@ -1184,8 +1200,9 @@ class CooccurrenceStore:
         words); they are added to the head's totals. ``block_nnz`` gives the non-zeros of
         each block written (both (i, j) and its mirror); the store keeps them to detect lost
         blocks. ``sparse``: the blocks written that were stored sparse
-        (:func:`write_q_block`). ``unkept``: words the round read that are not in the
-        vocabulary, added to the head's record of them (:attr:`unkept_words`).
+        (:func:`write_q_block`); ``mirrored``: those stored as the transpose of their
+        mirror image's sparse block (``MIRRORED``). ``unkept``: words the round read that
+        are not in the vocabulary, added to the head's record of them (:attr:`unkept_words`).
         """
         try:
             head = self._head()
@@ -1198,21 +1215,14 @@ class CooccurrenceStore:
                 bv[i, j] = number
             self._write_vectors(vg, bv, word_counts, doc_freq, V)
             self._write_unkept(vg, unkept)
-            nnz_map = dict(head.get("block_nnz", {}))
-            for (i, j), n in (block_nnz or {}).items():
-                nnz_map[f"{i},{j}"] = int(n)
-            stored_sparse = set(head.get("sparse_blocks", ()))
-            stored_sparse -= {f"{i},{j}" for i, j in written}
-            stored_sparse |= {f"{i},{j}" for i, j in sparse}
+            records = _block_records(head, written, block_nnz or {}, sparse, mirrored)
             sources = list(head["sources"]) + [dict(s, version=number) for s in new_sources]
             added = {"n_docs": n_docs, "n_tokens": n_tokens, "n_skipped_docs": n_skipped_docs,
                      "n_oov_tokens": n_oov_tokens, "n_replaced_bytes": n_replaced_bytes}
             attrs: dict[str, Any] = {k: int(head[k]) + int(v) for k, v in added.items()}
             attrs.update({
                 "number": number,
-                "nnz": int(sum(nnz_map.values())),
-                "block_nnz": nnz_map,
-                "sparse_blocks": sorted(stored_sparse),
+                **records,
                 "sources": sources,
                 "sources_digest": sources_digest(self.uid, sources),
                 "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -1343,7 +1353,7 @@ class CooccurrenceStore:
                 used |= _padded(bv, self.n_blocks) == number
             for i, j in np.argwhere(~used).tolist():
                 rows, cols = self.block_slices(i, j)
-                for kind in (False, True):
+                for kind in (DENSE, SPARSE):  # a mirrored block's files are its mirror's
                     for f in block_files(self.path, number, rows, cols, self.chunk_size, kind):
                         _remove_quietly(f)
                 shutil.rmtree(os.path.join(self.path, *_sparse_path(number, rows, cols).split(
@@ -1358,6 +1368,25 @@ def doc_length_of(config: dict[str, Any]) -> str:
     """The document-length definition a store's ``config`` records (see
     :attr:`CooccurrenceStore.doc_length`): ``'vocabulary'`` when it records none."""
     return str(config.get("doc_length", "vocabulary"))
+
+
+def _block_records(
+    head: dict[str, Any], written: Sequence[tuple[int, int]],
+    block_nnz: dict[tuple[int, int], int], sparse: Sequence[tuple[int, int]],
+    mirrored: Sequence[tuple[int, int]],
+) -> dict[str, Any]:
+    """A new head's records of its blocks: the head's, with those of the blocks a round
+    wrote replaced (non-zeros, total non-zeros, sparse and mirrored blocks)."""
+    nnz_map = dict(head.get("block_nnz", {}))
+    for (i, j), n in block_nnz.items():
+        nnz_map[f"{i},{j}"] = int(n)
+    replaced = {f"{i},{j}" for i, j in written}
+    kinds = {name: set(head.get(name, ())) - replaced
+             for name in ("sparse_blocks", "mirrored_blocks")}
+    kinds["sparse_blocks"] |= {f"{i},{j}" for i, j in sparse}
+    kinds["mirrored_blocks"] |= {f"{i},{j}" for i, j in mirrored}
+    return {"nnz": int(sum(nnz_map.values())), "block_nnz": nnz_map,
+            **{name: sorted(keys) for name, keys in kinds.items()}}
 
 
 def _padded(block_map: np.ndarray, nb: int) -> np.ndarray:

@@ -93,7 +93,14 @@ def test_ingest_mixes_dense_and_sparse_blocks_exactly(tmp_path):
     with CooccurrenceStore.open(tmp_path / "s.zarr") as s:
         kinds = s.block_sparse
         assert kinds.any() and not kinds[0, 0]  # the frequent words' block is dense
-        np.testing.assert_array_equal(kinds, kinds.T)  # a block and its mirror alike
+        np.testing.assert_array_equal(kinds > 0, (kinds > 0).T)  # a block and its mirror
+        upper = np.triu(np.ones(kinds.shape, dtype=bool), 1)
+        # a sparse block above the diagonal is written once: its mirror reads it transposed
+        assert (kinds[upper] != store_mod.MIRRORED).all()
+        assert (kinds.T[upper][kinds[upper] == store_mod.SPARSE] == store_mod.MIRRORED).all()
+        i, j = np.argwhere(kinds == store_mod.MIRRORED)[0]
+        own = block_files(s.path, 1, *s.block_slices(i, j), s.chunk_size, store_mod.SPARSE)
+        assert not os.path.exists(own[0])
         want = reference_q(docs, s.vocab)
         got = s.read_dense(normalised=False)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
@@ -126,7 +133,7 @@ def test_updates_move_blocks_between_forms(tmp_path):
         assert a.verify() == []
         # version 1's sparse block was superseded and removed once no reader needed it
         assert not any(os.path.exists(f) for f in block_files(
-            inc, 1, slice(0, 10), slice(10, 20), 10, True))
+            inc, 1, slice(0, 10), slice(10, 20), 10, store_mod.SPARSE))
 
 
 @pytest.fixture
@@ -138,17 +145,18 @@ def mixed_store(tmp_path):
 
 def _a_sparse_block(path):
     with CooccurrenceStore.open(path) as s:
-        i, j = np.argwhere(s.block_sparse & (s.block_nnz > 0))[0]
+        i, j = np.argwhere((s.block_sparse == store_mod.SPARSE) & (s.block_nnz > 0))[0]
         return block_files(path, int(s.block_versions[i, j]), *s.block_slices(i, j),
-                           s.chunk_size, True)[0]
+                           s.chunk_size, store_mod.SPARSE)[0]
 
 
 def test_a_deleted_sparse_block_is_found(mixed_store):
     os.remove(_a_sparse_block(mixed_store))
     with CooccurrenceStore.open(mixed_store) as s:
-        assert len(s.missing_blocks()) == 1
+        # the block and its mirror image, which reads it transposed, are both missing
+        assert len(s.missing_blocks()) == 2
         problems = s.verify()
-        assert len(problems) == 1 and "missing" in problems[0]
+        assert len(problems) == 2 and all("missing" in p for p in problems)
         with pytest.raises(StoreError, match="is missing"):
             s.read_dense()
         with pytest.raises(StoreError, match="is missing"):
@@ -162,7 +170,7 @@ def test_a_corrupted_sparse_block_fails_its_checksum(mixed_store):
     open(f, "wb").write(bytes(raw))
     with CooccurrenceStore.open(mixed_store) as s:
         problems = s.verify()
-        assert len(problems) == 1 and "cannot be read" in problems[0]
+        assert len(problems) == 2 and all("cannot be read" in p for p in problems)
         with pytest.raises(StoreError, match="cannot be read"):
             s.read_dense()
 
