@@ -202,7 +202,7 @@ SPARSE_RUN = 16
 
 
 def _make_grid(V: int, c: int, doc_freq: np.ndarray | None = None, n_docs: int = 0) -> _Grid:
-    """Groups of up to ``GROUP_BYTES`` of running sum; single blocks when there are few
+    """Groups of up to ``GROUP_BYTES`` of running sum; fewer blocks when there are few
     blocks, so that the groups (each one chain of tasks) are many and even enough to share
     out. With the words' document frequencies (``doc_freq``, V; ``n_docs`` documents), a
     block expected to be mostly empty counts by its expected non-zeros (sparse running sums
@@ -214,12 +214,13 @@ def _make_grid(V: int, c: int, doc_freq: np.ndarray | None = None, n_docs: int =
         return _Grid(V, c, tuple(tuple((j, min(nb, j + dense_run))
                                        for j in range(i, nb, dense_run)) for i in range(nb)))
     cost = _block_bytes(np.asarray(doc_freq, dtype=np.float64)[:V], n_docs, c)
+    budget = dense_run * c * c * 8.0  # dense blocks group as without frequencies
     runs = []
     for i in range(nb):
         stripe, j = [], i
         while j < nb:
             k, total = j, 0.0
-            while k < nb and k - j < SPARSE_RUN and (k == j or total + cost[i, k] <= GROUP_BYTES):
+            while k < nb and k - j < SPARSE_RUN and (k == j or total + cost[i, k] <= budget):
                 total += cost[i, k]
                 k += 1
             stripe.append((j, k))

@@ -222,6 +222,9 @@ def test_groups_follow_the_expected_density_and_cover_the_triangle_once():
         blocks = shaped.blocks(i, g)
         assert len(blocks) <= SPARSE_RUN
         assert len(blocks) == 1 or sum(cost[i, j] for j in blocks) <= GROUP_BYTES
+    # dense blocks are grouped as without frequencies: the 1B-token store is all dense
+    all_dense = np.full(V, n_docs, dtype=np.int64)
+    assert _make_grid(V, c, all_dense, n_docs).runs == uniform.runs
 
 
 def test_a_sparse_group_sum_is_cut_into_its_blocks_exactly():
