@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse as sp
 
 from ._numeric import safe_inverse
@@ -36,6 +37,7 @@ from .sketch import default_anchor_min_df, projection_block, write_sketch  # noq
 __all__ = [
     "AnchorResult",
     "find_anchors",
+    "find_anchors_lp",
     "find_anchors_qr",
 ]
 
@@ -507,3 +509,98 @@ def _distance_to_others(X: np.ndarray, anchors: np.ndarray) -> np.ndarray:
     S = X[anchors]
     Minv = np.linalg.pinv(S @ S.T, hermitian=True)
     return 1.0 / np.sqrt(np.maximum(np.diag(Minv), 1e-300))
+
+
+# ============================================================================ LP anchors
+
+
+def find_anchors_lp(
+    X: np.ndarray, K: int, candidates: np.ndarray, *, seed: int | None = 0,
+    dim: int | None = None,
+) -> AnchorResult:
+    """Anchors by linear programs (Arora, Ge and Moitra 2012, "Learning Topic Models — Going
+    beyond SVD"): a row of Q̄ is an anchor when it is not in the convex hull of the others.
+
+    Each candidate row x_i is tested by one linear program, solved by HiGHS' interior point
+    method (:func:`scipy.optimize.linprog`; its dual simplex as the fallback): the L1
+    distance from x_i to the convex hull of the other candidates,
+    min ‖x_i − Σ_j λ_j x_j‖₁ over λ ≥ 0, Σ_j λ_j = 1 (rows within ``LP_SAME_POINT`` of x_i
+    are x_i itself and left out). It is 0 inside the hull and positive at a vertex. The K
+    candidates farthest from the others' hull, one per point, are the anchors. The rows are
+    first projected onto the candidates' top ``dim`` right singular vectors (default K):
+    Q̄'s rows lie in the span of the K anchor rows, so for a population Q the projection
+    keeps the hull and its vertices exactly, and it makes each program
+    small. One program per candidate: for small V.
+
+    The test is exact for a separable population Q (``tests/test_anchors.py``). On a finite
+    corpus whose topics have many near-anchor words, a vertex's distance to the hull of the
+    others is small (its neighbours nearly span it) and sampling noise pushes other rows
+    out of the hull by as much: there FastAnchorWords and the pivoted QR, which measure the
+    distance to the span of the anchors chosen so far, are the robust choices.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+        Rows of Q̄.
+    K : int
+        Number of anchors.
+    candidates : ndarray of int
+        Row ids that may become anchors (the hull is theirs).
+    seed : int or None
+        Unused (the projection is deterministic); kept for the estimator's call.
+    dim : int, optional
+        Projected dimension (default K).
+
+    Returns
+    -------
+    AnchorResult
+        Anchors as row ids of ``X``, by decreasing distance from the others' hull
+        (``distances``, L1 in projected units scaled to a largest entry of 1); no cleanup
+        (``greedy`` = ``anchors``).
+    """
+    candidates = np.asarray(candidates, dtype=np.int64)
+    _check_n_topics(K, candidates.size)
+    Xc = np.asarray(X[candidates], dtype=np.float64)
+    d = int(dim or K)
+    if d < Xc.shape[1]:  # the candidates' rows in their top-d right singular subspace
+        _, _, Vt = scipy.linalg.svd(Xc, full_matrices=False, check_finite=False)
+        Xc = Xc @ Vt[:d].T
+    Xc /= max(float(np.abs(Xc).max()), 1e-300)  # entries of order 1: HiGHS's tolerances
+    gaps = np.abs(Xc[:, None, :] - Xc[None, :, :]).sum(axis=2)  # L1 between rows (n×n)
+    near = gaps <= LP_SAME_POINT * max(float(np.abs(Xc).sum(axis=1).max()), 1e-300)
+    dist = np.array([_hull_distance(Xc[~near[i] | (np.arange(len(Xc)) == i)],
+                                    int((~near[i][:i]).sum())) for i in range(len(Xc))])
+    local: list[int] = []
+    for i in np.argsort(-dist, kind="stable").tolist():  # one row per point
+        if not near[i, local].any():
+            local.append(i)
+        if len(local) == K:
+            break
+    anchors = candidates[np.asarray(local, dtype=np.int64)]
+    return AnchorResult(anchors, anchors.copy(), dist[local], 0, 0, [anchors.copy()])
+
+
+#: Rows closer than this (L1, relative to the largest row's L1 norm) are one point for the LP
+#: test: a row is tested against the hull of the rows that are not its duplicates, and at
+#: most one row per point becomes an anchor (a topic's anchor and a word that occurs, up to
+#: rounding, in that topic alone are the same vertex)
+LP_SAME_POINT = 1e-6
+
+
+def _hull_distance(P: np.ndarray, i: int) -> float:
+    """The L1 distance from row i of P (n×d) to the convex hull of its other rows: one
+    linear program over λ (n − 1) and the residual's positive and negative parts (d each)."""
+    from scipy.optimize import linprog
+
+    others = np.delete(P, i, axis=0)
+    m, d = others.shape
+    cost = np.r_[np.zeros(m), np.ones(2 * d)]
+    eye = np.eye(d)
+    A_eq = np.block([[others.T, eye, -eye], [np.ones((1, m)), np.zeros((1, 2 * d))]])
+    b_eq = np.r_[P[i], 1.0]
+    for method in ("highs-ipm", "highs-ds"):  # the interior point copes with the points'
+        # degeneracy (rank K in d dimensions), where the simplex may stop on numerics
+        res = linprog(cost, A_eq=A_eq, b_eq=b_eq, bounds=(0, None), method=method)
+        if res.status == 0:
+            return float(res.fun)
+    raise RuntimeError(f"the hull program of row {i} failed: {res.message}")

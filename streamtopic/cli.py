@@ -509,11 +509,12 @@ _estimator_options = _grouped("params", _Estimator, [
     click.option("--rectify-iters", type=click.IntRange(min=1), default=15, show_default=True,
                  help="Rectification iterations."),
     click.option(
-        "--anchors", "anchor_method", type=click.Choice(["sketch", "exact", "qr"]),
+        "--anchors", "anchor_method", type=click.Choice(["sketch", "exact", "qr", "lp"]),
         default=None,
         help="Anchor finding: FastAnchorWords on a random projection of Q̄ or on its exact "
-             "rows (small V only), or exact pivoted QR. [default: the method's: qr, plain: "
-             "sketch]"),
+             "rows (small V only), exact pivoted QR, or linear programs testing each row "
+             "against the convex hull of the others (lp; small V only). [default: the "
+             "method's: qr, plain: sketch]"),
     click.option(
         "--topic-topic", type=click.Choice(["pinv", "anchor"]), default=None,
         help="Topic-topic matrix: A+ Q A+^T, or the anchor formula. [default: the method's: "

@@ -42,7 +42,7 @@ import numpy as np
 
 from ._numeric import safe_inverse
 from ._params import Constraint, Interval, Options, validate_params
-from .anchors import AnchorResult, find_anchors, find_anchors_qr
+from .anchors import AnchorResult, find_anchors, find_anchors_lp, find_anchors_qr
 from .passes import QBlocks
 from .recovery import (
     RECOVER_METHODS,
@@ -71,7 +71,7 @@ __all__ = ["AnchorTopicModel", "ModelError", "anchor_topic_cooccurrence"]
 EXACT_MAX_V = 8000  # exact (unprojected) anchors hold Q̄ densely: only for small V
 #: Anchor finding: FastAnchorWords on a random projection of Q̄ ('sketch') or on Q̄'s exact
 #: rows ('exact'), or the exact pivoted QR ('qr').
-ANCHOR_METHODS = ("sketch", "exact", "qr")
+ANCHOR_METHODS = ("sketch", "exact", "qr", "lp")
 TOPIC_TOPIC_METHODS = ("pinv", "anchor")
 
 #: What each ``method`` chooses for the parameters left at None.
@@ -232,7 +232,10 @@ class AnchorTopicModel:
         core), FastAnchorWords on the exact rows of Q̄ ('exact'; holds Q̄ in memory on the
         whole vocabulary: V ≤ 8000), or exact anchors by the implicit pivoted QR of Q̄
         ('qr'; K passes over Q when the whole Q does not fit ``memory_budget``). Method's
-        choice: 'qr' (rectified), 'sketch' (plain).
+        choice: 'qr' (rectified), 'sketch' (plain). 'lp': Arora, Ge and Moitra's (2012)
+        linear programs, one per candidate, testing whether its row of Q̄ lies in the convex
+        hull of the others (:func:`~streamtopic.anchors.find_anchors_lp`; HiGHS); holds Q̄
+        in memory, for small V (seconds at V = 500).
     topic_topic : {'pinv', 'anchor'}, optional
         Topic-topic matrix: R = A† Q A†ᵀ ('pinv'), or the anchor formula
         R = diag(1/A_S) Q_SS diag(1/A_S) with A_S the anchors' own topic probabilities
@@ -596,6 +599,8 @@ class AnchorTopicModel:
             res = find_anchors_qr(Q if Q_held is None else Q_held, p, K, candidates,
                                   norms=norms, memory_budget=self._budget,
                                   progress=self.progress)
+        elif s.anchor_method == "lp":
+            res = find_anchors_lp(X_points, K, candidates, seed=self.seed)
         else:
             res = find_anchors(X_points, K, candidates, cleanup=self.cleanup,
                                precision="double" if s.anchor_method == "exact" else "single")
@@ -801,11 +806,11 @@ class AnchorTopicModel:
         (:func:`~streamtopic.sketch.exact_points`)."""
         V = Q.shape[0]
         frequent = self._frequent(store)  # the candidates, but for words without mass
-        if self._s.anchor_method == "exact":
+        if self._s.anchor_method in ("exact", "lp"):
             if V > EXACT_MAX_V:
                 raise ValueError(
-                    f"anchor_method='exact' holds Q̄ ({V}×{V}) in memory; use it for V <= "
-                    f"{EXACT_MAX_V}"
+                    f"anchor_method={self._s.anchor_method!r} holds Q̄ ({V}×{V}) in memory; "
+                    f"use it for V <= {EXACT_MAX_V}"
                 )
             return exact_points(Q, frequent, progress=self.progress)
         return sketch_points(src, int(min(self.sketch_dim, V)), self.seed, scratch, frequent,
@@ -949,6 +954,8 @@ def spectral_in_memory(
     norms = np.einsum("ij,ij->i", Qbar, Qbar)
     if settings.anchor_method == "qr":
         res = find_anchors_qr(Q, p, K, cand, in_memory=True, norms=norms, memory_budget=2**62)
+    elif settings.anchor_method == "lp":
+        res = find_anchors_lp(Qbar, K, cand, seed=seed)
     else:
         res = find_anchors(Qbar, K, cand, cleanup=cleanup, precision="double")
     seconds["anchors"] = time.perf_counter() - t0

@@ -286,3 +286,37 @@ def test_qr_candidates_restrict_the_choice_and_errors_name_the_problem():
         find_anchors_qr(Q, p, 11, np.arange(500))  # population Q has rank 10
     with pytest.raises(ValueError, match="dask array"):
         find_anchors_qr(Q, p, 4, np.arange(500), in_memory=False)
+
+
+# ------------------------------------------------------------ LP anchors (Arora, Ge, Moitra)
+
+
+def test_lp_finds_the_planted_anchors_of_a_population_q():
+    """Every planted anchor is a vertex of the rows' convex hull, and no other row is."""
+    from streamtopic.anchors import find_anchors_lp
+
+    Q, anchors = _planted()
+    Qbar = Q / Q.sum(axis=1, keepdims=True)
+    res = find_anchors_lp(Qbar, 10, np.arange(500))
+    assert sorted(res.anchors.tolist()) == sorted(anchors.tolist())
+    assert (res.distances > 1e-6).all()
+    inside = np.setdiff1d(np.arange(500), anchors)[:20]  # rows inside the hull: distance 0
+    from streamtopic.anchors import _hull_distance
+
+    _, _, Vt = scipy.linalg.svd(Qbar, full_matrices=False)
+    X = Qbar @ Vt[:10].T  # the rows in their rank-10 span, as find_anchors_lp projects them
+    X /= np.abs(X).max()
+    assert max(_hull_distance(X, int(i)) for i in inside) < 1e-8
+
+
+def test_the_estimator_fits_with_lp_anchors(tmp_path, make_population_store):
+    """anchor_method='lp' (--anchors lp) on a separable population store finds the planted
+    anchors and the topics, as the exact QR does."""
+    A, anchors = synth.dirichlet_topics_with_anchors(300, 6, beta=0.05, seed=2)
+    store = make_population_store(tmp_path / "s.zarr", A)
+    fits = {m: st.AnchorTopicModel(6, method="plain", anchor_method=m, anchor_min_df=1,
+                                   seed=0, progress=False).fit(store) for m in ("lp", "qr")}
+    assert sorted(fits["lp"].anchors_.tolist()) == sorted(anchors.tolist())
+    order = [int(np.flatnonzero(fits["qr"].anchors_ == a)[0]) for a in fits["lp"].anchors_]
+    np.testing.assert_allclose(fits["lp"].components_, fits["qr"].components_[order],
+                               atol=1e-6)
