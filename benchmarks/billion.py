@@ -109,18 +109,18 @@ def log(msg: str) -> None:
     print(f"[billion {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+def _disk_bytes(path: str) -> int:
+    from streamtopic._scratch import disk_bytes  # after REPO is on the path
+
+    return disk_bytes(path)
+
+
 def _sha256(path: str) -> str:
+    from streamtopic.corpus import _hash_file
+
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(2**22), b""):
-            h.update(block)
+    _hash_file(path, h)
     return h.hexdigest()
-
-
-def _du(path: str) -> int:
-    from streamtopic._scratch import disk_bytes
-
-    return disk_bytes(path) if os.path.exists(path) else 0
 
 
 def _measure(cmd: list[str], cwd: str) -> dict[str, Any]:
@@ -260,7 +260,7 @@ def generate(args: argparse.Namespace, topics: str, state: State) -> dict[str, A
            "shards_reused": sum(s["reused"] for s in rep["shards"]),
            "tokens_per_second": made / run["wall_seconds"],
            "tokens_per_second_per_process": made / busy if busy else None,
-           "bytes_on_disk": _du(corpus), "reused": False}
+           "bytes_on_disk": _disk_bytes(corpus), "reused": False}
     rec["bytes_per_token"] = rec["bytes_on_disk"] / max(1, rec["n_tokens"])
     state.put("generate", key, rec)
     return rec

@@ -566,13 +566,19 @@ def find_anchors_lp(
         _, _, Vt = scipy.linalg.svd(Xc, full_matrices=False, check_finite=False)
         Xc = Xc @ Vt[:d].T
     Xc /= max(float(np.abs(Xc).max()), 1e-300)  # entries of order 1: HiGHS's tolerances
-    gaps = np.abs(Xc[:, None, :] - Xc[None, :, :]).sum(axis=2)  # L1 between rows (n×n)
-    near = gaps <= LP_SAME_POINT * max(float(np.abs(Xc).sum(axis=1).max()), 1e-300)
-    dist = np.array([_hull_distance(Xc[~near[i] | (np.arange(len(Xc)) == i)],
-                                    int((~near[i][:i]).sum())) for i in range(len(Xc))])
+    same = LP_SAME_POINT * max(float(np.abs(Xc).sum(axis=1).max()), 1e-300)
+
+    def near(i: int) -> np.ndarray:  # the rows that are row i's point (n,), row i included
+        return np.abs(Xc - Xc[i]).sum(axis=1) <= same
+
+    dist = np.empty(len(Xc))
+    for i in range(len(Xc)):
+        keep = ~near(i)
+        keep[i] = True
+        dist[i] = _hull_distance(Xc[keep], int(keep[:i].sum()))
     local: list[int] = []
     for i in np.argsort(-dist, kind="stable").tolist():  # one row per point
-        if not near[i, local].any():
+        if not near(i)[local].any():
             local.append(i)
         if len(local) == K:
             break

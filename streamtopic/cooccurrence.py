@@ -310,9 +310,17 @@ def _term_index(vocab: Sequence[str]) -> dict[str, int]:
     return index
 
 
-def _to_global(chunk: DocChunk, index: dict[str, int], V: int) -> tuple[sp.csr_matrix, int]:
-    """The chunk's counts with global term ids as columns; returns (H, OOV tokens)."""
-    gids = np.fromiter((index.get(t, -1) for t in chunk.terms), np.int64, len(chunk.terms))
+def _global_ids(chunk: DocChunk, index: dict[str, int]) -> np.ndarray:
+    """The global id of each of the chunk's terms (T,), -1 outside ``index``."""
+    return np.fromiter((index.get(t, -1) for t in chunk.terms), np.int64, len(chunk.terms))
+
+
+def _to_global(
+    chunk: DocChunk, index: dict[str, int], V: int, gids: np.ndarray | None = None
+) -> tuple[sp.csr_matrix, int]:
+    """The chunk's counts with global term ids as columns; returns (H, OOV tokens).
+    ``gids``: the chunk's :func:`_global_ids`, when the caller has them."""
+    gids = _global_ids(chunk, index) if gids is None else gids
     c = chunk.counts
     col = gids[c.indices]
     keep = col >= 0
@@ -327,10 +335,11 @@ def _to_global(chunk: DocChunk, index: dict[str, int], V: int) -> tuple[sp.csr_m
     return H, oov
 
 
-def _oov_terms(chunk: DocChunk, index: dict[str, int]) -> list[str]:
-    """The chunk's words that occur in it and are not in ``index``."""
-    used = np.unique(chunk.counts.indices)
-    return [t for t in (chunk.terms[k] for k in used.tolist()) if t not in index]
+def _oov_terms(chunk: DocChunk, gids: np.ndarray) -> list[str]:
+    """The chunk's words that occur in it and have no global id (``gids``, its
+    :func:`_global_ids`)."""
+    cols = chunk.counts.indices
+    return [chunk.terms[k] for k in np.unique(cols[gids[cols] < 0]).tolist()]
 
 
 @dataclass
@@ -418,9 +427,10 @@ def _partition_partial(
     blocks: list[sp.csr_matrix] = []
     lengths: list[np.ndarray] = []
     for ch in chunks:
-        H, oov = _to_global(ch, index, V)
+        gids = _global_ids(ch, index)
+        H, oov = _to_global(ch, index, V, gids)
         if oov:
-            stats.unkept.update(_oov_terms(ch, index))
+            stats.unkept.update(_oov_terms(ch, gids))
         kept = np.asarray(H.sum(axis=1), dtype=np.float64).ravel()  # tokens in the vocabulary
         n = ch.input_lengths.astype(np.float64) if doc_length == DOC_LENGTH else kept
         used = n >= 2
@@ -1266,14 +1276,14 @@ def _vocabulary_and_reading(
     return corpus, _vocabulary_of(corpus, stats, pruning, min_df, max_df), stats.n_docs
 
 
-def _spill_partition(chunks: list[DocChunk], path: str) -> list[TermStats]:
+def _spill_partition(chunks: list[DocChunk], path: str) -> TermStats:
     """Write a partition's documents to ``path`` (pickled) and return its term statistics:
     the vocabulary pass and the reading of the corpus for the counting, in one."""
     import pickle
 
     with written_aside(path) as tmp, open(tmp, "wb") as fh:
         pickle.dump(list(chunks), fh, protocol=pickle.HIGHEST_PROTOCOL)
-    return _partition_term_stats(chunks)
+    return _partition_term_stats(chunks)[0]
 
 
 def _load_spilled(path: str) -> list[DocChunk]:
@@ -1301,15 +1311,12 @@ def _spilled_vocabulary_pass(
     (total,) = compute(item, progress=progress, label="vocabulary pass",
                        bytes_read=sum(s.size for s in corpus.sources))
     bag = db.from_delayed([delayed(_load_spilled, pure=True)(p) for p in paths])
-    return replace(corpus, cache=bag), total[0]
+    return replace(corpus, cache=bag), total
 
 
-def _sum_term_stats(*parts: list[TermStats]) -> list[TermStats]:
-    total = TermStats()
-    for part in parts:
-        for t in part:
-            total.merge(t)
-    return [total]
+def _sum_term_stats(*parts: TermStats) -> TermStats:
+    """:meth:`TermStats.sum` of its arguments (a node of :func:`_tree`)."""
+    return TermStats.sum(parts)
 
 
 def _grown_words(
