@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["add_pairs_dense", "count_pairs", "cvb0_estep"]
+__all__ = ["add_pairs_dense", "count_pairs", "cvb0_estep", "mixture_weights"]
 
 
 @njit(nogil=True, cache=True)
@@ -253,3 +253,77 @@ def cvb0_estep(
             if m > 1e-300:
                 loglik += data[e] * np.log(m / z)
     return total, loglik
+
+
+@njit(nogil=True, cache=True)
+def _mixture_step(theta: np.ndarray, acc: np.ndarray, indices: np.ndarray, data: np.ndarray,
+                  p0: int, p1: int, At: np.ndarray) -> None:
+    """``acc`` (K,) ← Σ_w h_w A_w / (θ·A_w) over one document's entries p0:p1."""
+    K = At.shape[1]
+    for k in range(K):
+        acc[k] = 0.0
+    for e in range(p0, p1):
+        row = At[indices[e]]
+        s = 0.0
+        for k in range(K):
+            s += theta[k] * row[k]
+        r = data[e] / max(s, 1e-300)
+        for k in range(K):
+            acc[k] += r * row[k]
+
+
+@njit(nogil=True, cache=True)
+def mixture_weights(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, At: np.ndarray,
+                    alpha: np.ndarray, tol: float, max_iter: int, theta: np.ndarray) -> int:
+    """Topic proportions of documents with the topics fixed, each document on its own.
+
+    The fixed point θ_k = (θ_k Σ_w h_w A_wk / (Aθ)_w + α_k) / (n + α₀), iterated from the
+    uniform θ = 1/K until no entry moves more than ``tol`` (or ``max_iter`` times).
+    Every document's iterations depend on its own entries only (in their stored order), so
+    its θ does not depend on the other documents of the batch: a corpus cut into other
+    batches gives the same bits.
+
+    Parameters
+    ----------
+    indptr, indices, data : CSR arrays of the counts (n_docs×V); ``data`` float64
+    At : ndarray of shape (V, K)
+        Topic-word probabilities A (columns sum to 1), C-contiguous.
+    alpha : ndarray of shape (K,)
+        Dirichlet pseudo-counts; a document without entries gets α/α₀.
+    theta : ndarray of shape (n_docs, K)
+        Output.
+
+    Returns
+    -------
+    iterations : int
+        Summed over the documents.
+    """
+    K = At.shape[1]
+    alpha0 = 0.0
+    for k in range(K):
+        alpha0 += alpha[k]
+    acc = np.empty(K)
+    total = 0
+    for d in range(indptr.size - 1):
+        p0, p1 = indptr[d], indptr[d + 1]
+        t = theta[d]
+        if p1 == p0:
+            for k in range(K):
+                t[k] = alpha[k] / alpha0
+            continue
+        n = 0.0
+        for e in range(p0, p1):
+            n += data[e]
+        for k in range(K):
+            t[k] = 1.0 / K
+        for _ in range(max_iter):
+            _mixture_step(t, acc, indices, data, p0, p1, At)
+            total += 1
+            delta = 0.0
+            for k in range(K):
+                new = (t[k] * acc[k] + alpha[k]) / (n + alpha0)
+                delta = max(delta, abs(new - t[k]))
+                t[k] = new
+            if delta < tol:
+                break
+    return total

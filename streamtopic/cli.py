@@ -734,6 +734,46 @@ def topics(model_path: str, top: int) -> None:
         click.echo(line)
 
 
+@main.command()
+@click.argument("model_path", type=click.Path())
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--output", "-o", required=True, type=click.Path(),
+              help="Where the topic proportions go: a zarr group, or a .csv or .parquet "
+                   "file (by its ending, or --output-format).")
+@click.option("--output-format", type=click.Choice(["auto", "zarr", "csv", "parquet"]),
+              default="auto", show_default=True)
+@_reader_options
+@_scheduler_options
+@_errors
+def infer(model_path: str, inputs: tuple[str, ...], output: str, output_format: str,
+          reader: _Reader, sched: _Scheduler) -> None:
+    """Give every document of INPUTS its topic proportions under a model, streamed.
+
+    One row per document, in the inputs' order, with its source, its position in it and
+    its name (one-document-per-file inputs). Text is tokenised as the model's training text
+    was (--stop-words replaces its stop words). The rows equal the model's transform of
+    the same documents (:func:`streamtopic.inference.infer_corpus`)."""
+    from dataclasses import replace
+
+    from .corpus import read_corpus
+    from .inference import infer_corpus, model_tokenizer
+    from .model import AnchorTopicModel
+
+    model = AnchorTopicModel.load(model_path)
+    tokenizer = model_tokenizer(model)
+    if reader.stop_words is not None:
+        tokenizer = replace(tokenizer, stop_words=reader.stop_words)
+    corpus = read_corpus(list(inputs), format=reader.fmt, vocab=reader.vocab,
+                         text_field=reader.text_field, tokenizer=tokenizer,
+                         strip_headers=reader.strip_headers)
+    with sched(numeric=_numeric_inputs(inputs, reader.fmt)):
+        done = infer_corpus(model, corpus, output, format=output_format,
+                            progress=not sched.quiet)
+    click.echo(f"{done.path}: {done.n_docs:,} documents, {done.n_tokens:,} tokens "
+               f"({done.n_in_vocabulary:,} in the model's vocabulary) in {done.seconds:.2f} s "
+               f"({done.n_tokens / max(done.seconds, 1e-9) / 1e6:.2f}M tokens/s)")
+
+
 @main.command("split")
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--output", "-o", "prefix", required=True,

@@ -48,6 +48,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from itertools import repeat
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -625,11 +626,19 @@ def _decode(raw: bytes) -> tuple[str, int]:
 
 
 class _ChunkBuilder:
-    """Accumulate tokenised documents into DocChunks of at most ``CHUNK_DOCS`` documents."""
+    """Accumulate tokenised documents into DocChunks of at most ``CHUNK_DOCS`` documents.
 
-    def __init__(self, source: str, first_doc: int) -> None:
+    With a fixed ``vocabulary`` (V words), each document's tokens are counted straight onto
+    it: the chunk's terms are the V words, tokens outside them (stop words included) are
+    dropped, and the input lengths are those of the text as usual."""
+
+    def __init__(self, source: str, first_doc: int, tokenizer: Tokenizer,
+                 vocabulary: tuple[str, ...] | None = None) -> None:
         self.source = source
         self.next_doc = first_doc
+        self.tokenizer = tokenizer
+        self.vocabulary = vocabulary
+        self.fixed = None if vocabulary is None else _fixed_index(vocabulary, tokenizer)
         self.chunks: list[DocChunk] = []
         self._reset()
 
@@ -640,12 +649,31 @@ class _ChunkBuilder:
         self.lengths: list[int] = []
         self.replaced = 0
 
+    def add_text(self, text: str, replaced: int = 0) -> None:
+        """Tokenise and add a document."""
+        if self.fixed is None:
+            self.add(*self.tokenizer.tokens_and_length(text), replaced=replaced)
+            return
+        self.add_matches(self.tokenizer.matches(text), replaced)
+
+    def add_matches(self, matches: list[str], replaced: int = 0) -> None:
+        """Add a document given as its tokens before stop words are removed."""
+        if self.fixed is None:
+            stops = self.tokenizer.stop_word_set
+            self.add([t for t in matches if t not in stops], len(matches), replaced)
+            return
+        self.ids.extend(map(self.fixed.get, matches, repeat(-1)))
+        self._end_document(len(matches), replaced)
+
     def add(self, tokens: list[str], length: int | None = None, replaced: int = 0) -> None:
         """Add a document: its ``tokens`` and its input length (default: ``len(tokens)``)."""
         index = self.index
         self.ids.extend([index.setdefault(t, len(index)) for t in tokens])
+        self._end_document(len(tokens) if length is None else length, replaced)
+
+    def _end_document(self, length: int, replaced: int) -> None:
         self.indptr.append(len(self.ids))
-        self.lengths.append(len(tokens) if length is None else length)
+        self.lengths.append(length)
         self.replaced += replaced
         if len(self.indptr) > CHUNK_DOCS:
             self.flush()
@@ -655,24 +683,34 @@ class _ChunkBuilder:
         if n == 0:
             return
         ids = np.asarray(self.ids, dtype=np.int32)
-        m = sp.csr_matrix(
-            (np.ones(len(ids), np.int32), ids, np.asarray(self.indptr, dtype=np.int64)),
-            shape=(n, len(self.index)),
-        )
+        indptr = np.asarray(self.indptr, dtype=np.int64)
+        terms: Sequence[str] = list(self.index)
+        if self.vocabulary is not None:
+            keep = ids >= 0
+            indptr = np.r_[0, np.cumsum(keep)][indptr]
+            ids, terms = ids[keep], self.vocabulary
+        m = sp.csr_matrix((np.ones(len(ids), np.int32), ids, indptr), shape=(n, len(terms)))
         m.sum_duplicates()
-        terms = list(self.index)
         self.chunks.append(DocChunk(m, terms, self.source, self.next_doc, self.replaced,
                                     lengths=np.asarray(self.lengths, dtype=np.int64)))
         self.next_doc += n
         self._reset()
 
 
-def _read_text_part(part: _PartitionPlan, tokenizer: Tokenizer) -> list[DocChunk]:
+@lru_cache(maxsize=4)
+def _fixed_index(vocabulary: tuple[str, ...], tokenizer: Tokenizer) -> dict[str, int]:
+    """Word → column of a fixed vocabulary, without the tokenizer's stop words."""
+    stops = tokenizer.stop_word_set
+    return {w: i for i, w in enumerate(vocabulary) if w not in stops}
+
+
+def _read_text_part(part: _PartitionPlan, tokenizer: Tokenizer,
+                    vocabulary: tuple[str, ...] | None = None) -> list[DocChunk]:
     raw = _read_range(part.source.path, part.start, part.stop, part.opt("gzip_index"))
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
-    builder = _ChunkBuilder(part.source.path, part.first_doc)
+    builder = _ChunkBuilder(part.source.path, part.first_doc, tokenizer, vocabulary)
     jsonl = part.source.format == "jsonl"
     field_name = part.opt("text_field", "text")
     offset = part.start
@@ -683,7 +721,7 @@ def _read_text_part(part: _PartitionPlan, tokenizer: Tokenizer) -> list[DocChunk
                 offset += len(line) + 1
                 continue
             text = _json_text(part, text, field_name, offset, i)
-        builder.add(*tokenizer.tokens_and_length(text), replaced=replaced)
+        builder.add_text(text, replaced)
         offset += len(line) + 1
     builder.flush()
     return builder.chunks
@@ -737,9 +775,10 @@ def _strip_header_block(raw: bytes, keep_subject: bool) -> bytes:
     return subject.group(1) + b"\n" + body if subject else body
 
 
-def _read_files_part(part: _PartitionPlan, tokenizer: Tokenizer) -> list[DocChunk]:
+def _read_files_part(part: _PartitionPlan, tokenizer: Tokenizer,
+                     vocabulary: tuple[str, ...] | None = None) -> list[DocChunk]:
     src = part.source
-    builder = _ChunkBuilder(src.path, part.first_doc)
+    builder = _ChunkBuilder(src.path, part.first_doc, tokenizer, vocabulary)
     if os.path.isdir(src.path):
         names = _list_tree(src.path)[part.start : part.stop]
         for rel in names:
@@ -748,18 +787,19 @@ def _read_files_part(part: _PartitionPlan, tokenizer: Tokenizer) -> list[DocChun
             if src.strip_headers:
                 raw = _strip_header_block(raw, src.keep_subject)
             text, replaced = _decode(raw)
-            builder.add(*tokenizer.tokens_and_length(text), replaced=replaced)
+            builder.add_text(text, replaced)
     else:
         members: tuple[tuple[int, int], ...] = part.opt("members", ())
         if members:
             base = members[0][0]
-            raw = _read_range(src.path, base, members[-1][0] + members[-1][1])
+            raw = _read_range(src.path, base, members[-1][0] + members[-1][1],
+                              part.opt("gzip_index"))
             for off, size in members:
                 doc = raw[off - base : off - base + size]
                 if src.strip_headers:
                     doc = _strip_header_block(doc, src.keep_subject)
                 text, replaced = _decode(doc)
-                builder.add(*tokenizer.tokens_and_length(text), replaced=replaced)
+                builder.add_text(text, replaced)
     builder.flush()
     return builder.chunks
 
@@ -1006,15 +1046,18 @@ def _read_hdf5_part(part: _PartitionPlan) -> list[DocChunk]:
     return chunks
 
 
-def _read_part(part: _PartitionPlan, tokenizer: Tokenizer) -> list[DocChunk]:
+def _read_part(part: _PartitionPlan, tokenizer: Tokenizer,
+               vocabulary: tuple[str, ...] | None = None) -> list[DocChunk]:
+    """A partition's documents; text is counted onto ``vocabulary`` when one is given (count
+    inputs keep their own columns)."""
     fmt = part.source.format
     if fmt == "uci":
         return _read_uci_part(part)
     if fmt == "hdf5":
         return _read_hdf5_part(part)
     if fmt == "files":
-        return _read_files_part(part, tokenizer)
-    return _read_text_part(part, tokenizer)
+        return _read_files_part(part, tokenizer, vocabulary)
+    return _read_text_part(part, tokenizer, vocabulary)
 
 
 # ----------------------------------------------------------------------------- planning
@@ -1113,7 +1156,10 @@ def _plan_members(
 ) -> list[_PartitionPlan]:
     """Runs of whole documents of a directory tree or archive (``kind``: its compression)."""
     members = _members(src)
-    if kind is not None:
+    index = None if os.path.isdir(src.path) else _archive_listing(src.path)[1]
+    if index is not None:
+        options = options + (("gzip_index", index),)
+    elif kind is not None:
         blocksize = _compressed_blocksize(blocksize, sum(m[1] for m in members))
     parts = []
     lo, acc = 0, 0
@@ -1160,11 +1206,45 @@ def _members(src: Source) -> list[tuple[int, int]]:
     headers before it; for a directory, (0, file size)."""
     if os.path.isdir(src.path):
         return [(0, os.path.getsize(os.path.join(src.path, r))) for r in _list_tree(src.path)]
+    return [(off, size) for _, off, size in _archive_listing(src.path)[0]]
+
+
+def _archive_listing(path: str) -> tuple[tuple[tuple[str, int, int], ...], str | None]:
+    """(name, offset of the data in the decompressed tar stream, size) of each file member of
+    an archive, and the seek-point index of a gzip archive (:mod:`streamtopic._gzindex`;
+    None if it cannot be made), read once per process while the file is unchanged."""
+    st = os.stat(path)
     try:
-        with tarfile.open(src.path, mode="r:*") as tar:
-            return [(m.offset_data, m.size) for m in tar.getmembers() if m.isfile()]
+        return _archive_listing_cached(path, st.st_mtime_ns, st.st_size)
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-        raise CorpusError(src.path, f"cannot read archive: {exc}") from exc
+        raise CorpusError(path, f"cannot read archive: {exc}") from exc
+
+
+@lru_cache(maxsize=8)
+def _archive_listing_cached(path: str, mtime_ns: int,
+                            size: int) -> tuple[tuple[tuple[str, int, int], ...], str | None]:
+    if _compression(path) != "gzip" or not _gzindex.available():
+        with tarfile.open(path, mode="r:*") as tar:
+            return tuple((m.name, m.offset_data, m.size) for m in tar if m.isfile()), None
+    # one pass through a reader that records seek points: partitions then enter the
+    # stream near their own members instead of inflating everything before them
+    with _gzindex.open_scan(path, _gzindex.spacing_for(path, 4 * size)) as fh:
+        with tarfile.open(fileobj=fh, mode="r|") as tar:
+            listing = tuple((m.name, m.offset_data, m.size) for m in tar if m.isfile())
+        while fh.read(2**22):
+            pass
+        return listing, _gzindex.save(fh, path)
+
+
+def document_names(src: Source) -> list[str] | None:
+    """The name of each document of a one-document-per-file source, in the order it is read
+    (paths relative to the directory, or member names of the archive); None for other
+    formats, whose documents are named by their position."""
+    if src.format != "files":
+        return None
+    if os.path.isdir(src.path):
+        return _list_tree(src.path)
+    return [name for name, _, _ in _archive_listing(src.path)[0]]
 
 
 # ----------------------------------------------------------------------------- the corpus
@@ -1182,6 +1262,8 @@ class Corpus:
     tokenizer: Tokenizer = field(default_factory=Tokenizer)
     #: the bag, read once and persisted (:meth:`cached`), or None
     cache: Any = field(default=None, repr=False, compare=False)
+    #: text is counted straight onto these words (:meth:`onto`), or None
+    vocabulary: tuple[str, ...] | None = field(default=None, repr=False)
 
     @property
     def npartitions(self) -> int:
@@ -1194,8 +1276,15 @@ class Corpus:
         if self.cache is not None:
             return self.cache
         return db.from_sequence(self.parts, npartitions=max(1, len(self.parts))).map_partitions(
-            _read_parts, self.tokenizer
+            _read_parts, self.tokenizer, self.vocabulary
         )
+
+    def onto(self, vocabulary: Sequence[str]) -> Corpus:
+        """The same corpus with its text counted straight onto ``vocabulary`` (V words): the
+        chunks of text documents have the V words as their terms, in order, and drop every
+        other token (the tokenizer's stop words too); input lengths are unchanged. Count
+        inputs (UCI, HDF5) keep their own columns. For inference with a model's words."""
+        return replace(self, vocabulary=tuple(vocabulary), cache=None)
 
     def text_bytes(self) -> int:
         """About how many bytes of input reading the corpus decodes (compressed inputs
@@ -1217,18 +1306,20 @@ class Corpus:
         in the order given), with the sources they read from; nothing is read."""
         parts = [self.parts[int(i)] for i in np.asarray(indices, dtype=np.int64).ravel()]
         used = {p.source for p in parts}
-        return Corpus([s for s in self.sources if s in used], parts, self.tokenizer)
+        return Corpus([s for s in self.sources if s in used], parts, self.tokenizer,
+                      vocabulary=self.vocabulary)
 
     def iter_chunks(self) -> Iterator[DocChunk]:
         """Read the corpus in this process, one partition at a time (bounded memory)."""
         for part in self.parts:
-            yield from _read_part(part, self.tokenizer)
+            yield from _read_part(part, self.tokenizer, self.vocabulary)
 
 
-def _read_parts(parts: Sequence[_PartitionPlan], tokenizer: Tokenizer) -> list[DocChunk]:
+def _read_parts(parts: Sequence[_PartitionPlan], tokenizer: Tokenizer,
+                vocabulary: tuple[str, ...] | None = None) -> list[DocChunk]:
     out: list[DocChunk] = []
     for part in parts:
-        out.extend(_read_part(part, tokenizer))
+        out.extend(_read_part(part, tokenizer, vocabulary))
     return out
 
 

@@ -21,69 +21,115 @@ Documents with fewer than 2 in-vocabulary tokens are skipped.
 
 from __future__ import annotations
 
+import functools
+import os
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["infer_topics", "split_halves", "DocumentCompletion", "document_completion"]
+from ._io import remove_path, temp_beside, written_aside
+
+if TYPE_CHECKING:
+    from .vocabulary import Tokenizer
+
+__all__ = [
+    "DocumentCompletion",
+    "Inferred",
+    "document_completion",
+    "document_counts",
+    "infer_corpus",
+    "infer_topics",
+    "model_prior",
+    "model_tokenizer",
+    "split_halves",
+]
 
 FLOOR = 1e-9
+#: Dirichlet pseudo-count per topic when a model has no fitted α.
+DEFAULT_ALPHA = 0.01
+#: The θ iteration stops when no entry moves more than this.
+TOL = 1e-4
+#: Iterations per document at most.
+MAX_ITER = 100
+
+
+def prior(alpha: float | np.ndarray, K: int) -> np.ndarray:
+    """The Dirichlet pseudo-counts (K,) of a scalar (symmetric) or a vector ``alpha``.
+
+    Raises
+    ------
+    ValueError
+        For a shape other than () or (K,), or entries that are negative or not finite, or
+        all zero.
+    """
+    a = np.asarray(alpha, dtype=np.float64)
+    if a.ndim == 0:
+        a = np.full(K, float(a))
+    if a.shape != (K,):
+        raise ValueError(f"alpha has shape {a.shape}; expected a number or ({K},)")
+    if not np.all(np.isfinite(a)) or np.any(a < 0):
+        raise ValueError("alpha must be finite and non-negative")
+    if a.sum() <= 0:  # maximum likelihood: a document without words still gets 1/K
+        a = np.full(K, 1e-300)
+    return a
 
 
 def infer_topics(
     components: np.ndarray,
-    H: sp.spmatrix,
+    H: Any,
     *,
-    alpha: float = 0.01,
-    tol: float = 1e-4,
-    max_iter: int = 100,
-    block_docs: int = 256,
+    alpha: float | np.ndarray = DEFAULT_ALPHA,
+    tol: float = TOL,
+    max_iter: int = MAX_ITER,
+    At: np.ndarray | None = None,
 ) -> np.ndarray:
     """Topic proportions θ (n_docs×K) of documents H (n_docs×V counts), topics fixed.
 
-    Vectorised EM over all documents of the block, restricted to the words they use.
+    Each document is solved on its own (:func:`streamtopic._kernels.mixture_weights`, a
+    compiled loop over its non-zeros), so a document's θ is the same in any batch.
 
     Parameters
     ----------
     components : ndarray of shape (K, V)
         Topic-word distributions (rows sum to 1).
-    H : sparse matrix of shape (n_docs, V)
+    H : sparse matrix or array of shape (n_docs, V)
         Word counts.
-    alpha : float
-        Dirichlet pseudo-count per topic (0: maximum likelihood).
+    alpha : float or ndarray of shape (K,)
+        Dirichlet pseudo-counts (a number: the same for every topic; 0: maximum likelihood).
     tol : float
-        Stop when no θ entry moves more than ``tol`` in an iteration.
+        Stop a document when no entry of its θ moves more than ``tol`` in an iteration.
     max_iter : int
-    block_docs : int
-        Documents solved together (their used words form a dense block).
+        Iterations per document at most.
+    At : ndarray of shape (V, K), optional
+        ``components.T`` C-contiguous, when the caller has it (batches of one corpus).
     """
+    At = np.ascontiguousarray(components.T, dtype=np.float64) if At is None else At
+    return _theta(At, H, prior(alpha, At.shape[1]), tol, max_iter)
+
+
+def _theta(At: np.ndarray, H: Any, alpha: np.ndarray, tol: float, max_iter: int) -> np.ndarray:
+    """:func:`infer_topics` with A (V×K, C-contiguous) and the pseudo-counts (K,) given."""
+    from ._kernels import mixture_weights
+
     H = sp.csr_matrix(H, dtype=np.float64)
-    if H.shape[0] > block_docs:
-        return np.vstack([
-            infer_topics(components, H[i : i + block_docs], alpha=alpha, tol=tol,
-                         max_iter=max_iter, block_docs=block_docs)
-            for i in range(0, H.shape[0], block_docs)
-        ])
-    n_docs, K = H.shape[0], components.shape[0]
-    cols = np.unique(H.indices)
-    theta = np.full((n_docs, K), 1.0 / K)
-    if cols.size == 0:
-        return theta
-    A = components[:, cols]  # K×U: only the words these documents use
-    Hc = H[:, cols].toarray()
-    n = Hc.sum(axis=1)
-    for _ in range(max_iter):
-        M = np.maximum(theta @ A, 1e-300)
-        expected = theta * ((Hc / M) @ A.T)  # expected topic counts, n_docs×K
-        new = (expected + alpha) / (n + K * alpha)[:, None]
-        new[n == 0] = 1.0 / K
-        done = np.abs(new - theta).max() < tol
-        theta = new
-        if done:
-            break
+    H.sum_duplicates()  # canonical: sorted, merged entries (the order θ's sums run in)
+    theta = np.empty((H.shape[0], At.shape[1]))
+    mixture_weights(H.indptr.astype(np.int64), H.indices.astype(np.int64), H.data, At, alpha,
+                    float(tol), int(max_iter), theta)
     return theta
+
+
+def plugin_loglik(components: np.ndarray, H: Any, theta: np.ndarray) -> float:
+    """Σ_dw h_dw log Σ_k θ_dk A_kw (with the floor :data:`FLOOR`) of counts H (n_docs×V),
+    proportions θ (n_docs×K) and topics ``components`` (K×V)."""
+    H = sp.csr_matrix(H).tocoo()
+    V = components.shape[1]
+    p = np.einsum("ik,ki->i", theta[H.row], components[:, H.col])
+    return float(np.dot(H.data, np.log((1 - FLOOR) * p + FLOOR / V)))
 
 
 def split_halves(H: sp.csr_matrix, seed: int | None = 0) -> tuple[sp.csr_matrix, sp.csr_matrix]:
@@ -148,11 +194,8 @@ def _completion_block(
         return 0.0, 0, 0
     first, second = split_halves(H, seed)
     theta = infer_topics(components, first, alpha=alpha)
-    V = components.shape[1]
-    second = second.tocoo()
-    p = np.einsum("ik,ki->i", theta[second.row], components[:, second.col])
-    p = (1 - FLOOR) * p + FLOOR / V
-    return float(np.dot(second.data, np.log(p))), int(second.data.sum()), int(H.shape[0])
+    return (plugin_loglik(components, second, theta), int(second.data.sum()),
+            int(H.shape[0]))
 
 
 def document_completion(
@@ -213,3 +256,407 @@ def _completion_partition(
         t, k, d = _completion_block(components, H, alpha, seed * 1_000_003 + i)
         total, tokens, docs, oov = total + t, tokens + k, docs + d, oov + o
     return total, tokens, docs, oov
+
+
+# ----------------------------------------------------------------------------- a model's inputs
+
+
+def model_prior(model: Any) -> np.ndarray:
+    """The Dirichlet pseudo-counts (K,) a model's inference uses: its fitted ``alpha_`` when
+    it has one, else :data:`DEFAULT_ALPHA` for every topic."""
+    K = int(np.shape(model.components_)[0])
+    alpha = getattr(model, "alpha_", None)
+    return prior(DEFAULT_ALPHA if alpha is None else alpha, K)
+
+
+def model_tokenizer(model: Any) -> Tokenizer:
+    """How text is tokenised for ``model``: as its store tokenised the training text (the
+    setting recorded with the model, else the store's if it is still there), else the
+    default :class:`~streamtopic.vocabulary.Tokenizer`."""
+    from .store import CooccurrenceStore
+    from .vocabulary import Tokenizer
+
+    record = getattr(model, "diagnostics_", {}).get("store", {}) or {}
+    cfg = record.get("tokenizer")
+    path = record.get("path")
+    if cfg is None and path and CooccurrenceStore.is_store(path):
+        with CooccurrenceStore.open(path) as store:
+            cfg = store.config.get("tokenizer")
+    return Tokenizer.from_config(cfg) if cfg else Tokenizer()
+
+
+def document_counts(docs: Iterable[Any], vocabulary: Sequence[str],
+                    tokenizer: Tokenizer) -> sp.csr_matrix:
+    """Counts (n_docs×V) of documents over a vocabulary.
+
+    Parameters
+    ----------
+    docs : iterable
+        Each a raw text (``str``, tokenised by ``tokenizer``) or a sequence of tokens (taken
+        as the tokenizer's matches: its stop words are dropped). Tokens outside
+        ``vocabulary`` are not counted.
+    vocabulary : sequence of str, length V
+    tokenizer : Tokenizer
+    """
+    from .corpus import _ChunkBuilder
+
+    builder = _ChunkBuilder("<memory>", 0, tokenizer, tuple(vocabulary))
+    for doc in docs:
+        if isinstance(doc, str):
+            builder.add_text(doc)
+        elif isinstance(doc, (bytes, bytearray)):
+            raise TypeError("documents must be str (decode bytes first) or lists of tokens")
+        else:
+            builder.add_matches(list(doc))
+    builder.flush()
+    V = len(vocabulary)
+    if not builder.chunks:
+        return sp.csr_matrix((0, V), dtype=np.float64)
+    return sp.vstack([c.counts for c in builder.chunks], format="csr", dtype=np.float64)
+
+
+# ----------------------------------------------------------------------------- a corpus' topics
+
+#: Output formats of :func:`infer_corpus`, and the file name endings that choose them.
+OUTPUT_FORMATS = ("zarr", "csv", "parquet")
+_ENDINGS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+#: Rows per block written (and per chunk of the zarr arrays): about 8 MiB of θ at K = 128.
+ROWS_PER_BLOCK = 8192
+#: The attribute that marks a zarr group written by :func:`infer_corpus`.
+MARK = "streamtopic_topics"
+
+
+class InferenceError(ValueError):
+    """An inference that cannot run: its output or settings, named in one line."""
+
+
+@dataclass
+class Inferred:
+    """What :func:`infer_corpus` wrote.
+
+    Attributes
+    ----------
+    path : str
+    format : {'zarr', 'csv', 'parquet'}
+    n_docs : int
+        Rows written: one per document, in the corpus' order.
+    n_tokens : int
+        The documents' input tokens (text: before stop words are removed).
+    n_in_vocabulary : int
+        Of those, the tokens in the model's vocabulary (the ones θ is fitted to).
+    seconds : float
+        Wall time, from planning the corpus to the output in place.
+    """
+
+    path: str
+    format: str
+    n_docs: int
+    n_tokens: int
+    n_in_vocabulary: int
+    seconds: float
+
+
+def output_format(path: str, format: str = "auto") -> str:
+    """The format of an output path: ``format``, or for 'auto' its ending (.csv, .parquet,
+    .pq), else zarr."""
+    if format != "auto":
+        if format not in OUTPUT_FORMATS:
+            raise InferenceError(f"format={format!r}: expected auto, {', '.join(OUTPUT_FORMATS)}")
+        return format
+    return _ENDINGS.get(os.path.splitext(os.fspath(path))[1].lower(), "zarr")
+
+
+def infer_corpus(
+    model: Any,
+    corpus: Any,
+    output: str | os.PathLike[str],
+    *,
+    format: str = "auto",
+    alpha: float | np.ndarray | None = None,
+    tol: float = TOL,
+    max_iter: int = MAX_ITER,
+    strip_headers: bool = True,
+    progress: bool = False,
+) -> Inferred:
+    """Write the topic proportions of every document of a corpus, streamed on Dask.
+
+    Each partition of the corpus is read, counted onto the model's words and solved by
+    :func:`infer_topics` (the same estimator as :meth:`AnchorTopicModel.transform`, so the
+    rows equal ``transform`` of the same documents), and its rows are kept in a scratch
+    directory beside ``output``; then the rows are written in the corpus' order, aside, and
+    renamed into place. Memory: one partition per task, and ``ROWS_PER_BLOCK`` rows at the
+    end. Tasks read the model from its file (a model not saved yet is saved to the scratch
+    first), so on a cluster ``output``'s directory must be one the workers share.
+
+    Parameters
+    ----------
+    model : AnchorTopicModel
+        A fitted model.
+    corpus : path, glob, list of them, or :class:`~streamtopic.corpus.Corpus`
+        Any format :func:`~streamtopic.corpus.read_corpus` reads; text is tokenised as the
+        model's training text was (:func:`model_tokenizer`).
+    output : path
+        A zarr group (arrays ``theta`` n_docs×K, ``source``, ``position``, ``name``), or a
+        CSV or Parquet file (columns ``source``, ``position``, ``name``, ``topic_0`` …);
+        an earlier output there is replaced.
+    format : {'auto', 'zarr', 'csv', 'parquet'}
+        'auto': by the ending of ``output``.
+    alpha : float or ndarray of shape (K,), optional
+        The Dirichlet pseudo-counts; default :func:`model_prior`.
+    tol, max_iter : see :func:`infer_topics`
+    strip_headers : bool
+        For one-document-per-file inputs: drop mail/news header blocks (as ``ingest``).
+    progress : bool
+        Dask's progress bar.
+    """
+    from .corpus import Corpus, read_corpus
+
+    t0 = time.perf_counter()
+    fmt = output_format(os.fspath(output), format)
+    output = _check_output(os.fspath(output), fmt)
+    K = int(np.shape(model.components_)[0])
+    a = model_prior(model) if alpha is None else prior(alpha, K)
+    c = corpus if isinstance(corpus, Corpus) else read_corpus(
+        corpus, tokenizer=model_tokenizer(model), strip_headers=strip_headers)
+    c = c.onto(model.vocab_)
+    scratch = temp_beside(output, "parts")
+    os.makedirs(scratch)
+    try:
+        counts = _infer_parts(model, c, scratch, a, tol, max_iter, progress)
+        meta = _output_meta(model, c, a, tol, max_iter, counts)
+        with written_aside(output) as tmp:
+            _WRITERS[fmt](tmp, _row_blocks(scratch, counts, c), K, meta)
+    finally:
+        remove_path(scratch)
+    return Inferred(output, fmt, int(counts[:, 0].sum()), int(counts[:, 1].sum()),
+                    int(counts[:, 2].sum()), time.perf_counter() - t0)
+
+
+def _check_output(path: str, fmt: str) -> str:
+    """``path`` made absolute; refuses to replace a directory that is not an earlier output,
+    or a missing parent directory."""
+    import zarr
+
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        raise InferenceError(f"{path}: its directory {parent} does not exist")
+    if os.path.isdir(path):
+        try:
+            mine = MARK in zarr.open_group(path, mode="r").attrs
+        except Exception:  # not a zarr group at all
+            mine = False
+        if not mine or fmt != "zarr":
+            raise InferenceError(f"{path}: is a directory and not an earlier output of infer; "
+                                 "not replaced")
+    return path
+
+
+def _infer_parts(model: Any, corpus: Any, scratch: str, alpha: np.ndarray, tol: float,
+                 max_iter: int, progress: bool) -> np.ndarray:
+    """Solve every partition into ``scratch``; per partition (documents, input tokens,
+    tokens in the vocabulary), (n_parts×3) int64."""
+    from dask import delayed
+
+    from .cluster import compute
+
+    model_path = _readable_model(model, scratch)
+    sources = tuple(s.path for s in corpus.sources)
+    tasks = [
+        delayed(_infer_partition, pure=False)(p, model_path, alpha, tol, max_iter,
+                                              _part_file(scratch, i), sources)
+        for i, p in enumerate(corpus.to_bag().to_delayed())
+    ]
+    (counts,) = compute(tasks, progress=progress, label="inferring topics")
+    return np.asarray(counts, dtype=np.int64).reshape(-1, 3)
+
+
+def _readable_model(model: Any, scratch: str) -> str:
+    """A path the tasks load ``model`` from: where it was saved or loaded from, if unchanged
+    since, else a copy saved in ``scratch``."""
+    saved = getattr(model, "_saved_at", None)
+    if saved and os.path.exists(saved[0]) and _stamp(saved[0]) == saved[1]:
+        return str(saved[0])
+    path = os.path.join(scratch, "model")
+    model.save(path)
+    return path
+
+
+def _stamp(path: str) -> int:
+    return os.stat(path).st_mtime_ns
+
+
+def _part_file(scratch: str, i: int) -> str:
+    return os.path.join(scratch, f"{i:07d}.npz")
+
+
+@dataclass(frozen=True)
+class _Topics:
+    """What a task needs of a saved model: A (V×K, C-contiguous), its words in order, and
+    word → column."""
+
+    At: np.ndarray
+    vocab: tuple[str, ...]
+    index: dict[str, int]
+
+
+@functools.lru_cache(maxsize=2)
+def _model_topics(path: str, stamp: int) -> _Topics:
+    """A saved model's :class:`_Topics`, loaded once per process (``stamp``: its mtime)."""
+    from .persistence import load_model
+
+    m = load_model(path)
+    vocab = tuple(m.vocab_)
+    return _Topics(np.ascontiguousarray(m.components_.T, dtype=np.float64), vocab,
+                   {w: i for i, w in enumerate(vocab)})
+
+
+def _infer_partition(chunks: list[Any], model_path: str, alpha: np.ndarray, tol: float,
+                     max_iter: int, out: str, sources: tuple[str, ...]) -> tuple[int, int, int]:
+    """θ of one partition's documents, saved to ``out`` with each document's source;
+    returns (documents, input tokens, tokens in the vocabulary)."""
+    from .cooccurrence import _to_global
+
+    topics = _model_topics(model_path, _stamp(model_path))
+    At = topics.At
+    thetas, source = [], []
+    n_tokens = in_vocab = 0
+    for ch in chunks:
+        H = ch.counts
+        if tuple(ch.terms) != topics.vocab:  # count inputs keep their own columns
+            H = _to_global(ch, topics.index, len(topics.vocab))[0]
+        thetas.append(_theta(At, H, alpha, tol, max_iter))
+        source.append(np.full(ch.n_docs, sources.index(ch.source), dtype=np.int32))
+        n_tokens += int(ch.input_lengths.sum())
+        in_vocab += int(H.sum())
+    K = At.shape[1]
+    theta = np.vstack(thetas) if thetas else np.empty((0, K))
+    src = np.concatenate(source) if source else np.empty(0, np.int32)
+    with written_aside(out) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, theta=theta, source=src)
+    return theta.shape[0], n_tokens, in_vocab
+
+
+@dataclass
+class _Rows:
+    """A block of output rows: θ (n×K), each row's source (index into the sources), position
+    in it, and name (one-document-per-file inputs; else "")."""
+
+    theta: np.ndarray
+    source: np.ndarray
+    position: np.ndarray
+    name: np.ndarray
+
+
+def _row_blocks(scratch: str, counts: np.ndarray, corpus: Any) -> Iterator[_Rows]:
+    """The partitions' rows in the corpus' order, about ``ROWS_PER_BLOCK`` at a time. A
+    document's position is its index among its source's documents, in reading order."""
+    from .corpus import document_names
+
+    names = [document_names(src) for src in corpus.sources]
+    seen = np.zeros(len(corpus.sources), dtype=np.int64)  # documents per source so far
+    pending: list[dict[str, np.ndarray]] = []
+    rows = 0
+    for i in range(len(counts)):
+        with np.load(_part_file(scratch, i)) as z:
+            pending.append({k: z[k] for k in ("theta", "source")})
+        rows += len(pending[-1]["source"])
+        if rows >= ROWS_PER_BLOCK or i == len(counts) - 1:
+            theta = np.concatenate([p["theta"] for p in pending])
+            source = np.concatenate([p["source"] for p in pending])
+            position = _positions(source, seen)
+            name = np.array([names[s][p] if names[s] is not None else ""
+                             for s, p in zip(source.tolist(), position.tolist(), strict=True)],
+                            dtype=object)
+            yield _Rows(theta, source, position, name)
+            pending, rows = [], 0
+
+
+def _positions(source: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    """Each row's index within its source (n,), counting on from ``seen`` (updated)."""
+    order = np.argsort(source, kind="stable")
+    s = source[order]
+    starts = np.searchsorted(s, s, side="left")
+    position = np.empty(source.size, dtype=np.int64)
+    position[order] = seen[s] + np.arange(s.size) - starts
+    np.add.at(seen, source, 1)
+    return position
+
+
+def _output_meta(model: Any, corpus: Any, alpha: np.ndarray, tol: float, max_iter: int,
+                 counts: np.ndarray) -> dict[str, Any]:
+    """The record written with the rows."""
+    from . import __version__
+
+    saved = getattr(model, "_saved_at", None)
+    return {
+        "format_version": 1,
+        "streamtopic": __version__,
+        "model": saved[0] if saved else None,
+        "n_docs": int(counts[:, 0].sum()),
+        "n_tokens": int(counts[:, 1].sum()),
+        "n_in_vocabulary": int(counts[:, 2].sum()),
+        "sources": [s.path for s in corpus.sources],
+        "topics": [f"topic_{k}" for k in range(alpha.size)],
+        "anchor_words": list(getattr(model, "anchor_words_", [])),
+        "estimator": {"alpha": alpha.tolist(), "tol": float(tol), "max_iter": int(max_iter)},
+    }
+
+
+def _write_zarr(path: str, blocks: Iterator[_Rows], K: int, meta: dict[str, Any]) -> None:
+    import zarr
+
+    n = meta["n_docs"]
+    root = zarr.open_group(path, mode="w-")
+    rows = (max(1, min(n, ROWS_PER_BLOCK)),)
+    theta = root.create_array("theta", shape=(n, K), dtype="f8", chunks=(rows[0], K))
+    source = root.create_array("source", shape=(n,), dtype="i4", chunks=rows)
+    position = root.create_array("position", shape=(n,), dtype="i8", chunks=rows)
+    name = root.create_array("name", shape=(n,), dtype=str, chunks=rows)
+    at = 0
+    for b in blocks:
+        end = at + len(b.source)
+        theta[at:end] = b.theta
+        source[at:end] = b.source
+        position[at:end] = b.position
+        name[at:end] = b.name.astype(str)
+        at = end
+    root.attrs[MARK] = meta
+
+
+def _csv_rows(blocks: Iterator[_Rows], sources: list[str]) -> Iterator[list[Any]]:
+    for b in blocks:
+        for s, p, nm, t in zip(b.source.tolist(), b.position.tolist(), b.name.tolist(),
+                               b.theta.tolist(), strict=True):
+            yield [sources[s], p, nm, *t]
+
+
+def _write_csv(path: str, blocks: Iterator[_Rows], K: int, meta: dict[str, Any]) -> None:
+    import csv
+
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["source", "position", "name", *meta["topics"]])
+        w.writerows(_csv_rows(blocks, meta["sources"]))
+
+
+def _write_parquet(path: str, blocks: Iterator[_Rows], K: int, meta: dict[str, Any]) -> None:
+    import json
+
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise InferenceError("writing Parquet needs pyarrow: pip install pyarrow") from exc
+    fields = [("source", pa.string()), ("position", pa.int64()), ("name", pa.string()),
+              *[(t, pa.float64()) for t in meta["topics"]]]
+    schema = pa.schema(fields, metadata={MARK: json.dumps(meta)})
+    sources = np.asarray(meta["sources"], dtype=object)
+    with pq.ParquetWriter(path, schema) as writer:
+        for b in blocks:
+            cols = [pa.array(sources[b.source]), pa.array(b.position), pa.array(b.name),
+                    *[pa.array(b.theta[:, k]) for k in range(K)]]
+            writer.write_table(pa.Table.from_arrays(cols, schema=schema))
+
+
+_WRITERS = {"zarr": _write_zarr, "csv": _write_csv, "parquet": _write_parquet}

@@ -330,6 +330,10 @@ class AnchorTopicModel:
     streamtopic.persistence : How :meth:`save` and :meth:`load` store a model.
     """
 
+    #: Where the model was last saved or loaded from, and that file's mtime (inference
+    #: tasks read it from there); None while it is only in memory.
+    _saved_at: tuple[str, int] | None = None
+
     def __init__(
         self,
         n_topics: int = 20,
@@ -702,6 +706,7 @@ class AnchorTopicModel:
         if refined is not None:
             A, prevalence = refined.components.T, refined.prevalence
         res = fit.anchors
+        self._saved_at = None
         self.vocab_ = list(store.vocab)
         self.components_ = np.ascontiguousarray(A.T)
         self.anchors_ = np.asarray(res.anchors, dtype=np.int64)
@@ -856,30 +861,90 @@ class AnchorTopicModel:
         return [[self.vocab_[i] for i in row] for row in order]
 
     def transform(self, X: Any) -> np.ndarray:
-        """Topic proportions of documents, topics fixed (see :mod:`streamtopic.inference`).
+        """Topic proportions of documents, topics fixed (:mod:`streamtopic.inference`).
+
+        The estimate is each document's approximate posterior mean under the model's prior:
+        the fixed point θ_k = (E[n_k] + α_k) / (n + α₀), where E[n_k] is the document's
+        expected count of topic k given θ and the topics, with α the fitted ``alpha_``
+        (:data:`~streamtopic.inference.DEFAULT_ALPHA` per topic for a model without one).
+        It is also the MAP estimate under a Dirichlet(α + 1) prior.
 
         Parameters
         ----------
-        X : sparse matrix or array of shape (n_docs, V)
-            Word counts over the model's vocabulary.
+        X : sparse matrix or array of shape (n_docs, V), iterable of documents, or Corpus
+            Word counts over the model's vocabulary; or documents, each a raw text (``str``,
+            tokenised as the training text was) or a list of tokens; or a
+            :class:`~streamtopic.corpus.Corpus` (read here, in memory; for a corpus of any
+            size, :func:`streamtopic.inference.infer_corpus` writes the rows to disk).
 
         Returns
         -------
         ndarray of shape (n_docs, K)
             Rows on the simplex.
         """
-        import scipy.sparse as sp
-
-        from .inference import infer_topics
+        from .inference import infer_topics, model_prior
 
         self._check_fitted()
-        X = sp.csr_matrix(X)
-        if X.shape[1] != self.components_.shape[1]:
-            raise ValueError(
-                f"X has {X.shape[1]} columns; the model's vocabulary has "
-                f"{self.components_.shape[1]} words"
-            )
-        return infer_topics(self.components_, X)
+        return infer_topics(self.components_, self._counts(X), alpha=model_prior(self))
+
+    def _counts(self, X: Any) -> Any:
+        """Documents ``X`` (see :meth:`transform`) as counts (n_docs×V, CSR)."""
+        import scipy.sparse as sp
+
+        from .corpus import Corpus
+        from .inference import document_counts, model_tokenizer
+
+        V = self.components_.shape[1]
+        if isinstance(X, (str, bytes, os.PathLike)):
+            raise ValueError("X is one string or path: pass a list of documents (a corpus on "
+                             "disk goes to streamtopic.inference.infer_corpus)")
+        if isinstance(X, Corpus):
+            chunks = list(X.onto(self.vocab_).iter_chunks())
+            return _chunk_counts(chunks, self.vocab_)
+        if sp.issparse(X) or isinstance(X, np.ndarray):
+            H = sp.csr_matrix(X)
+            if H.ndim != 2 or H.shape[1] != V:
+                raise ValueError(f"X has {H.shape[1]} columns; the model's vocabulary has "
+                                 f"{V} words")
+            return H
+        return document_counts(X, self.vocab_, model_tokenizer(self))
+
+    def fit_transform(self, X: Any, y: None = None, **fit_params: Any) -> np.ndarray:
+        """Fit, then the topic proportions of the training documents (n_docs×K).
+
+        ``X`` is what :meth:`fit` takes. For a store, its training documents are the
+        corpus it recorded, read again (in memory: for a corpus of any size,
+        :func:`streamtopic.inference.infer_corpus`)."""
+        from .corpus import recorded_corpus
+
+        self.fit(X, y, **fit_params)
+        if not isinstance(X, (str, os.PathLike, CooccurrenceStore)):
+            return self.transform(X)
+        with _opened(X) as store:
+            corpus = recorded_corpus(store)
+        if corpus is None:
+            raise ModelError(f"{store.path}: records no training documents to transform")
+        return self.transform(corpus)
+
+    def score(self, X: Any, y: None = None) -> float:
+        """Log-likelihood of documents ``X`` (see :meth:`transform`): Σ_dw h_dw log p(w | θ̂_d)
+        with θ̂_d from :meth:`transform`, over the words of the model's vocabulary (the
+        plug-in likelihood; higher is better). For held-out documents,
+        :func:`streamtopic.inference.document_completion` scores unseen words instead."""
+        from .inference import infer_topics, model_prior, plugin_loglik
+
+        self._check_fitted()
+        H = self._counts(X)
+        theta = infer_topics(self.components_, H, alpha=model_prior(self))
+        return plugin_loglik(self.components_, H, theta)
+
+    def perplexity(self, X: Any) -> float:
+        """exp(−:meth:`score` / tokens): the tokens of ``X`` in the model's vocabulary."""
+        self._check_fitted()
+        tokens = float(self._counts(X).sum())
+        if tokens == 0:
+            raise ValueError("X has no token in the model's vocabulary")
+        return float(np.exp(-self.score(X) / tokens))
 
     # ----------------------------------------------------------------- persistence
 
@@ -980,10 +1045,11 @@ def spectral_in_memory(
 
 
 def _store_record(store: CooccurrenceStore) -> dict[str, Any]:
-    """The store a model was fitted on, in ``diagnostics_``: its path, version, documents
-    and vocabulary size (a fit-time selection is recorded apart, as ``vocabulary``)."""
+    """The store a model was fitted on, in ``diagnostics_``: its path, version, documents,
+    vocabulary size (a fit-time selection is recorded apart, as ``vocabulary``) and how its
+    text was tokenised (None for count inputs), which inference tokenises text with."""
     return {"path": store.path, "version": store.version, "n_docs": store.n_docs,
-            "V": store.V}
+            "V": store.V, "tokenizer": store.config.get("tokenizer")}
 
 
 def _rectification_record(res: Any) -> dict[str, Any]:
@@ -1015,3 +1081,18 @@ def top_words_table(model: AnchorTopicModel, n: int = 10) -> Sequence[str]:
             shown.append(f"(anchor *{anchor}*)")
         lines.append(f"topic {k:3d} ({model.topic_prevalence_[k]:.3f}): " + " ".join(shown))
     return lines
+
+
+def _chunk_counts(chunks: Sequence[Any], vocab: Sequence[str]) -> Any:
+    """Chunks read onto ``vocab`` (or with their own columns: count inputs) stacked as one
+    CSR matrix (n_docs×V)."""
+    import scipy.sparse as sp
+
+    from .cooccurrence import _term_index, _to_global
+
+    V = len(vocab)
+    if not chunks:
+        return sp.csr_matrix((0, V))
+    index = _term_index(vocab)
+    return sp.vstack([ch.counts if len(ch.terms) == V and list(ch.terms) == list(vocab)
+                      else _to_global(ch, index, V)[0] for ch in chunks], format="csr")

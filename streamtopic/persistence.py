@@ -117,6 +117,13 @@ def save_model(model: AnchorTopicModel, path: str | os.PathLike[str],
     write = _write_zarr if format == "zarr" else _write_hdf5
     with written_aside(path) as tmp:
         write(tmp, arrays, list(model.vocab_), _meta(model))
+    _mark_saved(model, path)
+
+
+def _mark_saved(model: AnchorTopicModel, path: str) -> None:
+    """Remember where the model is on disk (and that file's mtime), so that inference tasks
+    load it from there instead of shipping its V×K arrays."""
+    model._saved_at = (os.path.abspath(path), os.stat(path).st_mtime_ns)
 
 
 def is_model(path: str | os.PathLike[str]) -> bool:
@@ -201,4 +208,5 @@ def load_model(path: str | os.PathLike[str]) -> AnchorTopicModel:
     model.n_fitted_ = int(meta["n_fitted"])
     model.n_features_in_ = len(vocab)
     model.diagnostics_ = meta["diagnostics"]
+    _mark_saved(model, path)
     return model

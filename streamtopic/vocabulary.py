@@ -220,22 +220,31 @@ class Tokenizer:
         tokens it has before stop words are removed (the matches of the pattern, or the
         analyzer's output). The co-occurrence estimator normalises each document by its
         input length, which therefore does not depend on the vocabulary a store keeps."""
-        if self.drop_encoded:  # first: an "@" inside an encoded line is no address
-            text = _drop_encoded(text)
-        if self.drop_addresses:
-            text = _drop_addresses(text)
-        if self.analyzer is not None:
-            tokens = list(self.analyzer(text))
-        else:
-            if self.lowercase:
-                text = text.lower()
-            fast = self._ascii_regex
-            tokens = (fast if fast is not None and text.isascii() else self._regex).findall(text)
+        tokens = self.matches(text)
         length = len(tokens)
         if self._stops:
             stops = self._stops
             tokens = [t for t in tokens if t not in stops]
         return tokens, length
+
+    def matches(self, text: str) -> list[str]:
+        """The tokens of ``text`` in order, before stop words are removed."""
+        if self.drop_encoded:  # first: an "@" inside an encoded line is no address
+            text = _drop_encoded(text)
+        if self.drop_addresses:
+            text = _drop_addresses(text)
+        if self.analyzer is not None:
+            return list(self.analyzer(text))
+        if self.lowercase:
+            text = text.lower()
+        fast = self._ascii_regex
+        regex = fast if fast is not None and text.isascii() else self._regex
+        return regex.findall(text)
+
+    @property
+    def stop_word_set(self) -> frozenset[str]:
+        """The stop words removed."""
+        return self._stops
 
     def config(self) -> dict[str, Any]:
         """A JSON-serialisable description, stored with a co-occurrence store."""

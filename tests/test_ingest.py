@@ -534,7 +534,8 @@ def test_new_store_reads_a_small_corpus_once(tmp_path, monkeypatch, cached):
     paths = _write_all_formats(tmp_path, docs, vocab)
     reads = []
     real = corpus._read_part
-    monkeypatch.setattr(corpus, "_read_part", lambda part, tok: reads.append(1) or real(part, tok))
+    monkeypatch.setattr(corpus, "_read_part",
+                        lambda part, *rest: reads.append(1) or real(part, *rest))
     monkeypatch.setattr(cooccurrence, "CACHE_SHARE", 0.25 if cached else 0.0)
     st.ingest(str(paths["text"]), tmp_path / "s.zarr", min_df=1, max_df=1.0, blocksize=2000,
               progress=False)

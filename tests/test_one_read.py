@@ -30,9 +30,9 @@ def counted_reads(monkeypatch):
     reads: list[int] = []
     real = corpus._read_part
 
-    def read_part(part, tokenizer):
+    def read_part(part, *rest):
         reads.append(1)
-        return real(part, tokenizer)
+        return real(part, *rest)
 
     monkeypatch.setattr(corpus, "_read_part", read_part)
     return reads

@@ -66,10 +66,10 @@ def reads(monkeypatch):
     lock = threading.Lock()
     real = corpus_mod._read_part
 
-    def counting(part, tokenizer):
+    def counting(part, *rest):
         with lock:
             seen[(part.source.path, part.start)] += 1
-        return real(part, tokenizer)
+        return real(part, *rest)
 
     monkeypatch.setattr(corpus_mod, "_read_part", counting)
     return seen
