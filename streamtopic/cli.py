@@ -734,6 +734,26 @@ def topics(model_path: str, top: int) -> None:
         click.echo(line)
 
 
+@main.command("report")
+@click.argument("model_path", type=click.Path())
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False),
+              help="The HTML file to write.")
+@click.option("--top-words", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Words shown per topic.")
+@_errors
+def report_cmd(model_path: str, output: str, top_words: int) -> None:
+    """Write an HTML report of a model, one file that works offline: each topic's top words
+    (its anchor word marked) and prevalence, a map of the topics, their correlation, and the
+    model's and its corpus' record (:func:`streamtopic.report.write_report`)."""
+    from .model import AnchorTopicModel
+    from .report import write_report
+
+    _writing(output)
+    model = AnchorTopicModel.load(model_path)
+    path = write_report(model, output, top_words=top_words, model_path=model_path)
+    click.echo(f"{path}: report of {model.n_topics} topics")
+
+
 @main.command("split")
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--output", "-o", "prefix", required=True,
