@@ -772,6 +772,24 @@ def infer(model_path: str, inputs: tuple[str, ...], output: str, output_format: 
     click.echo(f"{done.path}: {done.n_docs:,} documents, {done.n_tokens:,} tokens "
                f"({done.n_in_vocabulary:,} in the model's vocabulary) in {done.seconds:.2f} s "
                f"({done.n_tokens / max(done.seconds, 1e-9) / 1e6:.2f}M tokens/s)")
+@main.command("report")
+@click.argument("model_path", type=click.Path())
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False),
+              help="The HTML file to write.")
+@click.option("--top-words", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Words shown per topic.")
+@_errors
+def report_cmd(model_path: str, output: str, top_words: int) -> None:
+    """Write an HTML report of a model, one file that works offline: each topic's top words
+    (its anchor word marked) and prevalence, a map of the topics, their correlation, and the
+    model's and its corpus' record (:func:`streamtopic.report.write_report`)."""
+    from .model import AnchorTopicModel
+    from .report import write_report
+
+    _writing(output)
+    model = AnchorTopicModel.load(model_path)
+    path = write_report(model, output, top_words=top_words, model_path=model_path)
+    click.echo(f"{path}: report of {model.n_topics} topics")
 
 
 @main.command("split")
