@@ -778,18 +778,23 @@ def infer(model_path: str, inputs: tuple[str, ...], output: str, output_format: 
               help="The HTML file to write.")
 @click.option("--top-words", type=click.IntRange(min=1), default=10, show_default=True,
               help="Words shown per topic.")
+@click.option("--pyldavis", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Also write pyLDAvis' page of the model to FILE (pip install "
+                   "'streamtopic[interop]').")
 @_errors
-def report_cmd(model_path: str, output: str, top_words: int) -> None:
+def report_cmd(model_path: str, output: str, top_words: int, pyldavis: str | None) -> None:
     """Write an HTML report of a model, one file that works offline: each topic's top words
     (its anchor word marked) and prevalence, a map of the topics, their correlation, and the
     model's and its corpus' record (:func:`streamtopic.report.write_report`)."""
     from .model import AnchorTopicModel
     from .report import write_report
 
-    _writing(output)
+    _writing(output, pyldavis)
     model = AnchorTopicModel.load(model_path)
     path = write_report(model, output, top_words=top_words, model_path=model_path)
     click.echo(f"{path}: report of {model.n_topics} topics")
+    if pyldavis is not None:
+        click.echo(f"{model.to_pyldavis(pyldavis)}: pyLDAvis page")
 
 
 @main.command("split")

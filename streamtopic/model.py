@@ -470,19 +470,26 @@ class AnchorTopicModel:
     # ----------------------------------------------------------------- fit
 
     def fit(
-        self, X: CooccurrenceStore | str | os.PathLike[str], y: None = None, *, client: Any = None
+        self, X: Any, y: None = None, *, client: Any = None,
+        feature_names: Sequence[str] | None = None,
     ) -> AnchorTopicModel:
-        """Learn topics from a co-occurrence store.
+        """Learn topics from a co-occurrence store, or from a document-term count matrix.
 
         Parameters
         ----------
-        X : CooccurrenceStore or path
-            The store (see :func:`streamtopic.ingest`).
+        X : CooccurrenceStore, path, or sparse matrix or array of shape (n_docs, V)
+            The store (see :func:`streamtopic.ingest`); or counts in memory (e.g. from
+            scikit-learn's ``CountVectorizer``), ingested into a store in the fit's scratch
+            with every column kept, so that the model's words are the V columns in order
+            and :meth:`transform` takes the same matrices.
         y : None
             Ignored (scikit-learn convention).
         client : distributed.Client, optional
             Run on this client's cluster (default: the current client, else the configured
             Dask scheduler, else threads).
+        feature_names : sequence of str of length V, optional
+            The words of a matrix's columns (e.g. ``get_feature_names_out()``); default
+            ``x0`` … ``x{V−1}``, as scikit-learn names unnamed features.
 
         Returns
         -------
@@ -490,11 +497,37 @@ class AnchorTopicModel:
         """
         if client is not None:
             with client.as_current():
-                return self.fit(X, y)
+                return self.fit(X, y, feature_names=feature_names)
         from .cluster import client_blas
 
         with client_blas():
+            if _is_matrix(X):
+                return self._fit_matrix(X, feature_names)
             return self._fit(X)
+
+    def _fit_matrix(self, X: Any, feature_names: Sequence[str] | None) -> AnchorTopicModel:
+        """Fit counts held in memory: written as an HDF5 corpus and ingested with every
+        column kept (the store's vocabulary fixed to the columns), in a scratch directory
+        removed at the end."""
+        from .cooccurrence import ingest
+        from .corpus import HDF5CorpusWriter
+
+        H = _count_matrix(X)
+        names = ([f"x{i}" for i in range(H.shape[1])] if feature_names is None
+                 else [str(w) for w in feature_names])
+        if len(names) != H.shape[1] or len(set(names)) != len(names):
+            raise ValueError(f"feature_names: expected {H.shape[1]} distinct words, one per "
+                             f"column of X; got {len(names)} ({len(set(names))} distinct)")
+        here = os.path.join(os.getcwd(), "in-memory")  # a cluster's workers share the cwd
+        with fit_scratch(scratch_root(self.scratch_dir, here), here) as scratch:
+            corpus, vocab = os.path.join(scratch, "X.h5"), os.path.join(scratch, "vocab.txt")
+            with HDF5CorpusWriter(corpus, names) as w:
+                w.append(H, names)
+            with open(vocab, "w", encoding="utf-8") as fh:
+                fh.write("".join(f"{w}\n" for w in names))
+            store = os.path.join(scratch, "X.zarr")
+            ingest(corpus, store, vocab=vocab, progress=bool(self.progress))
+            return self._fit(store)
 
     def _fit(self, X: CooccurrenceStore | str | os.PathLike[str]) -> AnchorTopicModel:
         """The stages: the training corpus and the core vocabulary are chosen, the spectral
@@ -848,6 +881,20 @@ class AnchorTopicModel:
 
     # ----------------------------------------------------------------- results
 
+    def __sklearn_is_fitted__(self) -> bool:
+        """scikit-learn's ``check_is_fitted`` (a Pipeline's ``transform``) asks this."""
+        return hasattr(self, "components_")
+
+    def __sklearn_tags__(self) -> Any:
+        """scikit-learn's estimator tags (scikit-learn ≥ 1.6 asks every step for them): an
+        unsupervised transformer of sparse, non-negative counts; imported only when
+        scikit-learn asks, which it is not a dependency for."""
+        from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
+
+        return Tags(estimator_type=None, target_tags=TargetTags(required=False),
+                    transformer_tags=TransformerTags(),
+                    input_tags=InputTags(sparse=True, positive_only=True))
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "components_"):
             raise ModelError("this AnchorTopicModel is not fitted yet; call fit first")
@@ -918,7 +965,7 @@ class AnchorTopicModel:
         from .corpus import recorded_corpus
 
         self.fit(X, y, **fit_params)
-        if not isinstance(X, (str, os.PathLike, CooccurrenceStore)):
+        if _is_matrix(X):
             return self.transform(X)
         with _opened(X) as store:
             corpus = recorded_corpus(store)
@@ -945,6 +992,16 @@ class AnchorTopicModel:
         if tokens == 0:
             raise ValueError("X has no token in the model's vocabulary")
         return float(np.exp(-self.score(X) / tokens))
+
+    def to_pyldavis(self, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Any:
+        """pyLDAvis' prepared data of the model (:func:`streamtopic.interop.pyldavis_data`;
+        ``pip install streamtopic[interop]``), or with ``path`` its HTML page written there
+        (returns the path)."""
+        from .interop import pyldavis_data, save_pyldavis
+
+        if path is None:
+            return pyldavis_data(self, **kwargs)
+        return save_pyldavis(self, path, **kwargs)
 
     # ----------------------------------------------------------------- persistence
 
@@ -1044,12 +1101,35 @@ def spectral_in_memory(
                      start=A.T, core=None)
 
 
+def _is_matrix(X: Any) -> bool:
+    """Whether ``X`` is counts in memory (a scipy sparse matrix or a 2-D array)."""
+    import scipy.sparse as sp
+
+    return sp.issparse(X) or (isinstance(X, np.ndarray) and X.ndim == 2)
+
+
+def _count_matrix(X: Any) -> Any:
+    """``X`` as a CSR matrix of non-negative integer counts (n_docs×V)."""
+    import scipy.sparse as sp
+
+    H = sp.csr_matrix(X)
+    data = H.data
+    if data.size and (not np.all(np.isfinite(data)) or data.min() < 0
+                      or not np.array_equal(data, np.round(data))):
+        raise ValueError("X: expected word counts (non-negative integers), e.g. from "
+                         "CountVectorizer; not weights such as TF-IDF")
+    if H.shape[0] < 2 or H.shape[1] < 2:
+        raise ValueError(f"X has shape {H.shape}: expected documents × words, at least 2 × 2")
+    return H.astype(np.int64)
+
+
 def _store_record(store: CooccurrenceStore) -> dict[str, Any]:
     """The store a model was fitted on, in ``diagnostics_``: its path, version, documents,
     vocabulary size (a fit-time selection is recorded apart, as ``vocabulary``) and how its
     text was tokenised (None for count inputs), which inference tokenises text with."""
     return {"path": store.path, "version": store.version, "n_docs": store.n_docs,
-            "V": store.V, "tokenizer": store.config.get("tokenizer")}
+            "V": store.V, "n_tokens": store.n_tokens,
+            "tokenizer": store.config.get("tokenizer")}
 
 
 def _rectification_record(res: Any) -> dict[str, Any]:

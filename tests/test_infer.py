@@ -212,7 +212,8 @@ def test_infer_corpus_writes_one_row_per_document(news_model, tmp_path):
     assert rows[0][:3] == ["source", "position", "name"] and len(rows) == N_NEWS + 1
     np.testing.assert_array_equal(theta, expected)  # repr of a float reads back exactly
 
-    pq = pytest.importorskip("pyarrow.parquet")  # the test extra installs it
+    import pyarrow.parquet as pq  # the test extra installs it
+
     infer_corpus(model, corpus, tmp_path / "t.parquet")
     table = pq.read_table(tmp_path / "t.parquet")
     np.testing.assert_array_equal(
