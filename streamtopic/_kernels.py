@@ -273,15 +273,55 @@ def _mixture_step(theta: np.ndarray, acc: np.ndarray, indices: np.ndarray, data:
 
 
 @njit(nogil=True, cache=True)
+def _mixture_em(t: np.ndarray, out: np.ndarray, acc: np.ndarray, indices: np.ndarray,
+                data: np.ndarray, p0: int, p1: int, At: np.ndarray, alpha: np.ndarray, n: float,
+                alpha0: float) -> float:
+    """One EM map ``out`` ← F(``t``) of a document; returns max_k |out_k − t_k|."""
+    _mixture_step(t, acc, indices, data, p0, p1, At)
+    moved = 0.0
+    for k in range(t.size):
+        out[k] = (t[k] * acc[k] + alpha[k]) / (n + alpha0)
+        moved = max(moved, abs(out[k] - t[k]))
+    return moved
+
+
+@njit(nogil=True, cache=True)
+def _squarem_point(t: np.ndarray, t1: np.ndarray, t2: np.ndarray, x: np.ndarray) -> None:
+    """SQUAREM's extrapolation (Varadhan and Roland 2008, scheme S3) from θ, F(θ), F(F(θ)):
+    x = θ − 2s r + s² v with r = F(θ) − θ, v = F(F(θ)) − 2F(θ) + θ, s = −‖r‖/‖v‖ (at most
+    −1), renormalised; F(F(θ)) itself when x leaves the simplex."""
+    K = t.size
+    rr, vv = 0.0, 0.0
+    for k in range(K):
+        r = t1[k] - t[k]
+        v = t2[k] - 2.0 * t1[k] + t[k]
+        rr += r * r
+        vv += v * v
+    step = min(-np.sqrt(rr / vv), -1.0) if vv > 0.0 else -1.0
+    total = 0.0
+    for k in range(K):
+        r = t1[k] - t[k]
+        v = t2[k] - 2.0 * t1[k] + t[k]
+        x[k] = t[k] - 2.0 * step * r + step * step * v
+        if x[k] <= 0.0:
+            total = -1.0
+            break
+        total += x[k]
+    for k in range(K):
+        x[k] = t2[k] if total <= 0.0 else x[k] / total
+
+
+@njit(nogil=True, cache=True)
 def mixture_weights(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, At: np.ndarray,
                     alpha: np.ndarray, tol: float, max_iter: int, theta: np.ndarray) -> int:
     """Topic proportions of documents with the topics fixed, each document on its own.
 
-    The fixed point θ_k = (θ_k Σ_w h_w A_wk / (Aθ)_w + α_k) / (n + α₀), iterated from the
-    uniform θ = 1/K until no entry moves more than ``tol`` (or ``max_iter`` times).
-    Every document's iterations depend on its own entries only (in their stored order), so
-    its θ does not depend on the other documents of the batch: a corpus cut into other
-    batches gives the same bits.
+    The fixed point of the EM map F: θ_k ← (θ_k Σ_w h_w A_wk / (Aθ)_w + α_k) / (n + α₀),
+    from the uniform θ = 1/K, accelerated by SQUAREM (two maps, one extrapolation, one map
+    from it; about half the maps of plain EM on 20 Newsgroups), until a map moves no entry
+    more than ``tol`` (or ``max_iter`` maps). Every document's iterations depend on its own
+    entries only (in their stored order), so its θ does not depend on the other documents
+    of the batch: a corpus cut into other batches gives the same bits.
 
     Parameters
     ----------
@@ -295,14 +335,14 @@ def mixture_weights(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, A
 
     Returns
     -------
-    iterations : int
-        Summed over the documents.
+    maps : int
+        EM maps evaluated, summed over the documents.
     """
     K = At.shape[1]
     alpha0 = 0.0
     for k in range(K):
         alpha0 += alpha[k]
-    acc = np.empty(K)
+    acc, t1, t2, x = np.empty(K), np.empty(K), np.empty(K), np.empty(K)
     total = 0
     for d in range(indptr.size - 1):
         p0, p1 = indptr[d], indptr[d + 1]
@@ -316,14 +356,19 @@ def mixture_weights(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, A
             n += data[e]
         for k in range(K):
             t[k] = 1.0 / K
-        for _ in range(max_iter):
-            _mixture_step(t, acc, indices, data, p0, p1, At)
-            total += 1
-            delta = 0.0
-            for k in range(K):
-                new = (t[k] * acc[k] + alpha[k]) / (n + alpha0)
-                delta = max(delta, abs(new - t[k]))
-                t[k] = new
-            if delta < tol:
+        done = 0
+        while done < max_iter:
+            done += 1
+            if _mixture_em(t, t1, acc, indices, data, p0, p1, At, alpha, n, alpha0) < tol:
+                t[:] = t1
                 break
+            done += 1
+            if _mixture_em(t1, t2, acc, indices, data, p0, p1, At, alpha, n, alpha0) < tol:
+                t[:] = t2
+                break
+            _squarem_point(t, t1, t2, x)
+            done += 1
+            if _mixture_em(x, t, acc, indices, data, p0, p1, At, alpha, n, alpha0) < tol:
+                break
+        total += done
     return total

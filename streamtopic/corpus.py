@@ -1223,6 +1223,9 @@ def _archive_listing(path: str) -> tuple[tuple[tuple[str, int, int], ...], str |
 @lru_cache(maxsize=8)
 def _archive_listing_cached(path: str, mtime_ns: int,
                             size: int) -> tuple[tuple[tuple[str, int, int], ...], str | None]:
+    saved = _saved_listing(path)
+    if saved is not None:
+        return saved
     if _compression(path) != "gzip" or not _gzindex.available():
         with tarfile.open(path, mode="r:*") as tar:
             return tuple((m.name, m.offset_data, m.size) for m in tar if m.isfile()), None
@@ -1233,7 +1236,49 @@ def _archive_listing_cached(path: str, mtime_ns: int,
             listing = tuple((m.name, m.offset_data, m.size) for m in tar if m.isfile())
         while fh.read(2**22):
             pass
-        return listing, _gzindex.save(fh, path)
+        index = _gzindex.save(fh, path)
+    if index is not None:
+        _save_listing(path, index, listing)
+    return listing, index
+
+
+_LISTING_SUFFIX = ".members.json"
+
+
+def _listing_path(index: str) -> str:
+    return index[: -len(_gzindex.SUFFIX)] + _LISTING_SUFFIX
+
+
+def _saved_listing(path: str) -> tuple[tuple[tuple[str, int, int], ...], str] | None:
+    """The member listing saved beside a gzip archive's index by an earlier reading of the
+    same file (same size and mtime; see :mod:`streamtopic._gzindex`), if both are there:
+    listing a large archive parses every header, which costs more than reading it."""
+    index = _gzindex.index_path(path)
+    try:
+        with open(_listing_path(index), encoding="utf-8") as fh:
+            rows = json.load(fh)
+        if not os.path.exists(index):
+            return None
+        return tuple((str(n), int(o), int(z)) for n, o, z in rows), index
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _save_listing(path: str, index: str, listing: tuple[tuple[str, int, int], ...]) -> None:
+    """Keep ``listing`` beside the index (aside, then renamed; other listings of the same
+    path removed). Not kept if it cannot be written."""
+    target = _listing_path(index)
+    try:
+        with written_aside(target) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(listing, fh)
+        prefix = os.path.basename(target).split("-")[0]
+        root = os.path.dirname(target)
+        for name in os.listdir(root):
+            other = os.path.join(root, name)
+            if name.startswith(prefix) and name.endswith(_LISTING_SUFFIX) and other != target:
+                os.remove(other)
+    except OSError as exc:
+        log.info("%s: member listing not kept (%s)", path, exc)
 
 
 def document_names(src: Source) -> list[str] | None:

@@ -193,3 +193,61 @@ def test_multi_member_gzip(tmp_path, index_dir):
     got = b"".join(corpus_mod._read_range(str(path), p.start, p.stop, p.opt("gzip_index"))
                    for p in c.parts)
     assert got == raw
+
+
+def _tar_gz(tmp_path, n_docs: int = 400):
+    """A .tar.gz of one text file per document (mail headers included), and the texts."""
+    import io
+    import tarfile
+
+    texts = [f"Subject: doc {i}\n\n" + _text_lines(3, seed=i).decode() for i in range(n_docs)]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for i, t in enumerate(texts):
+            data = t.encode()
+            info = tarfile.TarInfo(f"g{i % 4}/{i:04d}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    path = tmp_path / "docs.tar.gz"
+    path.write_bytes(buf.getvalue())
+    return path, texts
+
+
+def test_tar_gz_members_read_through_the_index(tmp_path, index_dir, monkeypatch):
+    """A gzip archive is listed once, through the seek-point reader: its partitions then
+    enter the stream near their members (never decompressing from the start), the listing
+    is kept beside the index and read back by a later process (here: with the in-process
+    cache cleared), and the documents are the archive's."""
+    import tarfile
+
+    path, texts = _tar_gz(tmp_path)
+    corpus_mod._archive_listing_cached.cache_clear()
+    c = st.read_corpus(str(path), blocksize=4000, strip_headers=False)
+    assert c.npartitions > 8  # not capped as a gzip read from its start is
+    assert all(p.opt("gzip_index") for p in c.parts)
+    with tarfile.open(path) as tar:
+        expected = [(m.name, m.offset_data, m.size) for m in tar if m.isfile()]
+    listing, index = corpus_mod._archive_listing(str(path))
+    assert list(listing) == expected and index is not None
+    assert len(list(index_dir.glob("*.members.json"))) == 1
+
+    corpus_mod._archive_listing_cached.cache_clear()
+    monkeypatch.setattr(corpus_mod.tarfile, "open", None)  # a second listing would fail
+    _no_stream_from_start(monkeypatch)
+    c2 = st.read_corpus(str(path), blocksize=4000, strip_headers=False)
+    docs = [d for ch in c2.iter_chunks() for d in range(ch.n_docs)]
+    assert len(docs) == len(texts)
+    assert corpus_mod.document_names(c2.sources[0]) == [e[0] for e in expected]
+
+
+def test_a_changed_archive_is_listed_again(tmp_path, index_dir):
+    path, _ = _tar_gz(tmp_path, 50)
+    corpus_mod._archive_listing_cached.cache_clear()
+    first, _ = corpus_mod._archive_listing(str(path))
+    (tmp_path / "other").mkdir()
+    path2, _ = _tar_gz(tmp_path / "other", 60)
+    shutil.copy(path2, path)  # new size and mtime: the saved listing is not this file's
+    corpus_mod._archive_listing_cached.cache_clear()
+    second, _ = corpus_mod._archive_listing(str(path))
+    assert len(first) == 50 and len(second) == 60
+    assert len(list(index_dir.glob("*.members.json"))) == 1  # the stale one removed

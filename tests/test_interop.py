@@ -7,13 +7,13 @@ import tarfile
 from pathlib import Path
 
 # the test extra installs the interop extra: pandas, pyLDAvis, scikit-learn, gensim
-import gensim.models.coherencemodel as gensim_cm  # noqa: E402
+import gensim.models.coherencemodel as gensim_cm
 import numpy as np
-import pandas as pd  # noqa: E402
+import pandas as pd
 import pytest
 import scipy.sparse as sp
-import sklearn.feature_extraction.text as sklearn_text  # noqa: E402
-import sklearn.pipeline as sklearn_pipeline  # noqa: E402
+import sklearn.feature_extraction.text as sklearn_text
+import sklearn.pipeline as sklearn_pipeline
 from click.testing import CliRunner
 
 import streamtopic as st
