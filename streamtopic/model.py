@@ -233,9 +233,10 @@ class AnchorTopicModel:
         whole vocabulary: V ≤ 8000), or exact anchors by the implicit pivoted QR of Q̄
         ('qr'; K passes over Q when the whole Q does not fit ``memory_budget``). Method's
         choice: 'qr' (rectified), 'sketch' (plain). 'lp': Arora, Ge and Moitra's (2012)
-        linear programs, one per candidate, testing whether its row of Q̄ lies in the convex
-        hull of the others (:func:`~streamtopic.anchors.find_anchors_lp`; HiGHS); holds Q̄
-        in memory, for small V (seconds at V = 500).
+        linear programs, one per candidate, measuring how far its row of Q̄ lies outside the
+        convex hull of the rows not near it, with noise thresholds from the data
+        (:func:`~streamtopic.anchors.find_anchors_lp`; HiGHS); holds Q̄ in memory, for
+        small V (seconds at V = 500); for an unrectified Q (method 'plain').
     topic_topic : {'pinv', 'anchor'}, optional
         Topic-topic matrix: R = A† Q A†ᵀ ('pinv'), or the anchor formula
         R = diag(1/A_S) Q_SS diag(1/A_S) with A_S the anchors' own topic probabilities

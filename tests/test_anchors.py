@@ -292,21 +292,109 @@ def test_qr_candidates_restrict_the_choice_and_errors_name_the_problem():
 
 
 def test_lp_finds_the_planted_anchors_of_a_population_q():
-    """Every planted anchor is a vertex of the rows' convex hull, and no other row is."""
-    from streamtopic.anchors import find_anchors_lp
+    """Every planted anchor is a vertex of the rows' convex hull, and no other row is: with
+    no noise the robust test is the exact one."""
+    from streamtopic.anchors import _lp_points, _robust_hull_distances, find_anchors_lp
 
     Q, anchors = _planted()
     Qbar = Q / Q.sum(axis=1, keepdims=True)
     res = find_anchors_lp(Qbar, 10, np.arange(500))
     assert sorted(res.anchors.tolist()) == sorted(anchors.tolist())
     assert (res.distances > 1e-6).all()
-    inside = np.setdiff1d(np.arange(500), anchors)[:20]  # rows inside the hull: distance 0
-    from streamtopic.anchors import _hull_distance
+    Y, resid = _lp_points(Qbar, 10, 0)  # the rows in their rank-10 span, as find_anchors_lp
+    assert resid.max() < 1e-12  # a population Q̄ has rank K: no noise
+    inside = np.setdiff1d(np.arange(500), anchors)[:40]
+    dist = _robust_hull_distances(Y[np.r_[anchors, inside]], 1e-6)  # ⊂ of the rows: a
+    # smaller hull, so the interior rows' distances are upper bounds
+    assert dist[10:].max() < 1e-7 and (dist[:10] > 1e-6).all()  # (LP_SAME_POINT)
+    Q, _ = _planted(60, 4)
+    with pytest.raises(ValueError, match="only 4 vertices"):
+        find_anchors_lp(Q / Q.sum(axis=1, keepdims=True), 5, np.arange(60))
 
+
+@pytest.fixture(scope="module")
+def finite_corpus():
+    """A separable semi-synthetic corpus with V = 500, K = 8 (β = 0.2: no other word is
+    as peaked as a planted anchor), 20,000 documents of 70 tokens: Q, the candidates by the
+    default document-frequency threshold, the topics and the planted anchors."""
+    from streamtopic.cooccurrence import document_cooccurrence
+    from streamtopic.sketch import default_anchor_min_df
+
+    A, anchors = synth.dirichlet_topics_with_anchors(500, 8, beta=0.2, seed=0)
+    H = synth.sample_documents(A, 20_000, alpha=0.1, doc_length=70, seed=1)
+    Q = document_cooccurrence(H)[0].toarray()
+    Q /= Q.sum()
+    df = np.bincount(H.indices, minlength=500)
+    cand = np.flatnonzero((df >= default_anchor_min_df(20_000)) & (Q.sum(axis=1) > 0))
+    return Q, cand, A, anchors
+
+
+@pytest.mark.slow
+def test_lp_finds_the_planted_anchors_of_a_finite_corpus(finite_corpus, monkeypatch):
+    """With sampling noise every row is slightly outside the hull of the others: the
+    robust test (near-duplicates left out, thresholds from the rows' noise) still finds
+    every planted anchor, as the pivoted QR and FastAnchorWords do; the exact test does not."""
+    import streamtopic.anchors as anchors_mod
+    from streamtopic.anchors import find_anchors_lp
+
+    Q, cand, _, anchors = finite_corpus
+    p = Q.sum(axis=1)
+    Qbar = Q / p[:, None]
+    assert np.isin(anchors, cand).all()
+    planted = sorted(anchors.tolist())
+    assert sorted(find_anchors_lp(Qbar, 8, cand).anchors.tolist()) == planted
+    assert sorted(find_anchors_qr(Q, p, 8, cand).anchors.tolist()) == planted
+    assert sorted(find_anchors(Qbar, 8, cand, precision="double").anchors.tolist()) == planted
+    levels = anchors_mod._noise_levels(*anchors_mod._lp_points(Qbar[cand], 8, 0), 8, 0)
+    monkeypatch.setattr(anchors_mod, "_noise_levels", lambda *args: levels)  # (once)
+    monkeypatch.setattr(anchors_mod, "LP_SCALES", (0.0,))  # the exact test: noisy rows win
+    assert len(set(find_anchors_lp(Qbar, 8, cand).anchors.tolist()) & set(planted)) < 8
+    # radii so wide that all vertices merge into one: the next, narrower ones separate them
+    monkeypatch.setattr(anchors_mod, "LP_SCALES", (10.0, 1.0))
+    assert sorted(find_anchors_lp(Qbar, 8, cand).anchors.tolist()) == planted
+
+
+def test_lp_column_generation_solves_the_whole_program(finite_corpus):
+    """A hull program by column generation has the value of the program over every far
+    row (solved at once), and stops early only below its bound."""
+    from streamtopic.anchors import _lp_points, _robust_hull_distances, _solve_hull_program
+
+    Q, cand, _, anchors = finite_corpus
+    Y, _ = _lp_points(Q[cand] / Q[cand].sum(axis=1, keepdims=True), 8, 0)
+    rows = np.r_[np.searchsorted(cand, anchors), np.arange(0, len(cand), 25)]
+    Y = Y[rows]  # the anchors and a spread of other rows
+    n, d = Y.shape
+    radius = 0.3
+    got = _robust_hull_distances(Y, radius)
+    points = np.vstack([Y.T, np.ones((1, n))])
+    slack = np.vstack([np.hstack([np.eye(d), -np.eye(d)]), np.zeros((1, 2 * d))])
+    far = np.abs(Y[:, None, :] - Y[None, :, :]).sum(axis=2) > radius
+    whole = [_solve_hull_program(points[:, far[i]], slack, points[:, i])[0] for i in range(n)]
+    np.testing.assert_allclose(got, whole, rtol=1e-6, atol=1e-8)
+    assert got[:8].min() > 10 * np.median(got[8:])  # the vertices stand out
+    bound = np.full(n, 0.05)
+    early = _robust_hull_distances(Y, radius, bound)
+    assert ((early == got) | ((early <= bound) & (got <= early + 1e-9))).all()
+
+
+def test_lp_noise_estimate_tracks_the_sampling_noise(finite_corpus):
+    """The noise level δ (from the exact test's hull distances) is the size of a row's
+    actual sampling noise in the span (against the population Q̄: the median L1), and each
+    row's estimate (δ scaled by its distance from the rank-K span) follows its own noise."""
+    from streamtopic.anchors import _lp_points, _noise_levels
+
+    Q, cand, A, _ = finite_corpus
+    Qbar = Q[cand] / Q[cand].sum(axis=1, keepdims=True)
+    P = synth.population_cooccurrence(A, 0.1)[cand]
+    P /= P.sum(axis=1, keepdims=True)
     _, _, Vt = scipy.linalg.svd(Qbar, full_matrices=False)
-    X = Qbar @ Vt[:10].T  # the rows in their rank-10 span, as find_anchors_lp projects them
-    X /= np.abs(X).max()
-    assert max(_hull_distance(X, int(i)) for i in inside) < 1e-8
+    Y, resid = _lp_points(Qbar, 8, 0)
+    delta, noise = _noise_levels(Y, resid, 8, 0)
+    top = np.abs(Qbar @ Vt[:8].T).max()  # _lp_points' units
+    true = np.abs((Qbar - P) @ Vt[:8].T).sum(axis=1) / top  # L1 in the span (n,)
+    assert 0.6 < delta / np.median(true) < 1.6, delta / np.median(true)
+    assert np.corrcoef(np.log(true), np.log(noise))[0, 1] > 0.4
+    np.testing.assert_allclose(np.median(noise), delta)
 
 
 def test_the_estimator_fits_with_lp_anchors(tmp_path, make_population_store):
