@@ -227,7 +227,7 @@ class AnchorTopicModel:
         A core's is rectified in memory. Method's choice: 'ap' (rectified), 'none' (plain).
     rectify_iters : int
         Rectification iterations (the paper: 5 often enough, 15–20 close to 150).
-    anchor_method : {'sketch', 'exact', 'qr'}, optional
+    anchor_method : {'sketch', 'exact', 'qr', 'lp'}, optional
         FastAnchorWords on a random projection of Q̄ ('sketch'; exact rows of Q̄ on a
         core), FastAnchorWords on the exact rows of Q̄ ('exact'; holds Q̄ in memory on the
         whole vocabulary: V ≤ 8000), or exact anchors by the implicit pivoted QR of Q̄
@@ -236,7 +236,9 @@ class AnchorTopicModel:
         linear programs, one per candidate, measuring how far its row of Q̄ lies outside the
         convex hull of the rows not near it, with noise thresholds from the data
         (:func:`~streamtopic.anchors.find_anchors_lp`; HiGHS); holds Q̄ in memory, for
-        small V (seconds at V = 500); for an unrectified Q (method 'plain').
+        small V (seconds at V = 500). Its noise thresholds need the sampling noise that
+        rectification removes, so with 'lp' the rectification defaults to 'none' whatever
+        the method (``rectify='ap'`` still asks for it).
     topic_topic : {'pinv', 'anchor'}, optional
         Topic-topic matrix: R = A† Q A†ᵀ ('pinv'), or the anchor formula
         R = diag(1/A_S) Q_SS diag(1/A_S) with A_S the anchors' own topic probabilities
@@ -452,6 +454,8 @@ class AnchorTopicModel:
                          for k, v in choices.items()})
         if self.exact_anchors:  # FastAnchorWords on the exact rows of Q̄
             s = replace(s, anchor_method="exact")
+        if s.anchor_method == "lp" and self.rectify is None:  # LP's thresholds need the noise
+            s = replace(s, rectify="none")
         if not isinstance(s.core_size, str) and s.core_size <= self.n_topics:
             raise ValueError(f"core_size={s.core_size!r}: must be 'auto', 'all' or an integer "
                              "> n_topics")

@@ -408,3 +408,13 @@ def test_the_estimator_fits_with_lp_anchors(tmp_path, make_population_store):
     order = [int(np.flatnonzero(fits["qr"].anchors_ == a)[0]) for a in fits["lp"].anchors_]
     np.testing.assert_allclose(fits["lp"].components_, fits["qr"].components_[order],
                                atol=1e-6)
+
+
+def test_lp_anchors_leave_q_unrectified_unless_asked():
+    """LP's noise thresholds need the noise that rectification removes: with 'lp' the
+    default rectification is none, whatever the method; an explicit one is kept."""
+    s = st.AnchorTopicModel(6, anchor_method="lp")._validate_params()
+    assert (s.anchor_method, s.rectify) == ("lp", "none")
+    asked = st.AnchorTopicModel(6, anchor_method="lp", rectify="ap")
+    assert asked._validate_params().rectify == "ap"
+    assert st.AnchorTopicModel(6)._validate_params().rectify == "ap"
