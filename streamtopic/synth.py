@@ -448,7 +448,9 @@ class LogisticNormal:
     The mean is μ = 0: every η_k has the same marginal N(0, σ²), so E[θ] is exactly
     uniform (1/K each) when ``group_size`` divides K, by symmetry, and nearly uniform
     otherwise. ``group_size`` defaults to 10 (with K = 100: ten groups of ten) and σ to 1;
-    larger σ gives sparser, more peaked θ.
+    larger σ gives sparser, more peaked θ. A fixed σ gives flatter θ as K grows: at K = 50,
+    σ = 1 gives E[Σ_k θ_k²] = 0.048, about 22 topics per document in effect, where
+    Dirichlet(0.1) gives 0.18; :meth:`matching_dirichlet` chooses σ to match a Dirichlet.
 
     Sampling is η = σ (√(1−ρ) z + √ρ g[group]), with z ~ N(0, I_K) and one g ~ N(0, 1)
     per group, which has exactly the covariance above.
@@ -477,6 +479,60 @@ class LogisticNormal:
         object.__setattr__(self, "rho", float(self.rho))
         object.__setattr__(self, "group_size", int(self.group_size))
         object.__setattr__(self, "sigma", float(self.sigma))
+
+    @classmethod
+    def matching_dirichlet(
+        cls, alpha: float | np.ndarray, n_topics: int, *, rho: float = 0.0,
+        group_size: int = 10, n_samples: int = 20_000, seed: SeedLike = 0,
+    ) -> LogisticNormal:
+        """The logistic normal as concentrated as θ ~ Dirichlet(α) on K topics.
+
+        σ is chosen so that, without correlation (ρ = 0), E[Σ_k θ_k²], the chance that two
+        tokens of a document draw the same topic, equals the Dirichlet's. Both laws are
+        then exchangeable for a symmetric α, so E[θθᵀ] = a I + b 11ᵀ (K×K, entries summing
+        to 1) is fixed by that trace: the uncorrelated law has the Dirichlet's population
+        Q = A E[θθᵀ] Aᵀ, and ``rho`` adds within-group correlation at the same σ.
+
+        The trace is a Monte Carlo mean over ``n_samples`` fixed draws z ~ N(0, I_K) of
+        Σ_k softmax(σ z)_k², increasing in σ; :func:`scipy.optimize.brentq` solves for
+        log σ. Its relative standard error is about 0.5% with the default draws.
+
+        Parameters
+        ----------
+        alpha : float or ndarray of shape (K,)
+            Dirichlet concentration to match.
+        n_topics : int
+            K (>= 2).
+        rho, group_size : float, int
+            Correlation and group size of the returned law.
+        n_samples : int
+            Monte Carlo draws (memory ``8 · n_samples · K`` bytes, a few times over).
+        seed : int, SeedSequence, Generator or None
+            Seed of the draws.
+
+        Returns
+        -------
+        LogisticNormal
+        """
+        from scipy.optimize import brentq
+
+        K = int(n_topics)
+        if K < 2:
+            raise ValueError(f"n_topics={n_topics!r}: must be >= 2")
+        if int(n_samples) != n_samples or n_samples < 1:
+            raise ValueError(f"n_samples={n_samples!r}: must be a positive integer")
+        target = float(np.trace(dirichlet_second_moment(alpha, K)))
+        z = _rng(seed).standard_normal((int(n_samples), K))
+
+        def excess(log_sigma: float) -> float:
+            theta = _softmax_rows(np.exp(log_sigma) * z)
+            return float(np.einsum("ij,ij->", theta, theta)) / z.shape[0] - target
+
+        lo, hi = np.log(1e-3), np.log(1e3)
+        if not excess(lo) < 0 < excess(hi):
+            raise ValueError(f"alpha={alpha!r}: no σ in [1e-3, 1e3] matches Dirichlet(alpha)")
+        sigma = float(np.exp(brentq(excess, lo, hi, xtol=1e-6)))
+        return cls(rho=rho, group_size=group_size, sigma=sigma)
 
     def groups(self, n_topics: int) -> np.ndarray:
         """Group of each topic, ``k // group_size``: int64 array of shape (K,)."""

@@ -365,6 +365,26 @@ def test_second_moment_monte_carlo() -> None:
     np.testing.assert_array_equal(M, second_moment(law, K, n_samples=100_000, seed=2)[0])
 
 
+def test_logistic_normal_matching_dirichlet() -> None:
+    K, alpha = 20, 0.1
+    D = dirichlet_second_moment(alpha, K)
+    law = LogisticNormal.matching_dirichlet(alpha, K, rho=0.1, group_size=5)
+    assert (law.rho, law.group_size) == (0.1, 5)
+    # uncorrelated at that σ, E[θθᵀ] is the Dirichlet's, diagonal and off-diagonal
+    # (independent draws: seed 1, not the search's 0)
+    M, _ = second_moment(LogisticNormal(group_size=5, sigma=law.sigma), K, n_samples=20_000,
+                         seed=1)
+    np.testing.assert_allclose(M, D, rtol=0.03)
+    # the default σ = 1 is much flatter than Dirichlet(0.1) (E[Σθ²] 0.11 against 0.37)
+    theta = LogisticNormal(group_size=5).sample(20_000, K, np.random.default_rng(1))
+    assert np.einsum("ij,ij->", theta, theta) / 20_000 < 0.5 * np.trace(D)
+    # a sparser Dirichlet needs a larger σ; the search is deterministic given its seed
+    assert LogisticNormal.matching_dirichlet(0.03, K).sigma > law.sigma
+    assert LogisticNormal.matching_dirichlet(alpha, K, rho=0.1, group_size=5) == law
+    with pytest.raises(ValueError, match="n_topics"):
+        LogisticNormal.matching_dirichlet(alpha, 1)
+
+
 @pytest.mark.parametrize("theta", ["dirichlet", LogisticNormal(rho=0.1, group_size=3)])
 def test_population_store(tmp_path: Path, theta: object) -> None:
     V, K = 70, 6
