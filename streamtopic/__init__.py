@@ -6,7 +6,8 @@ The pipeline, one module per stage: :mod:`~streamtopic.corpus` (readers),
 blocks), :mod:`~streamtopic.sketch` (row statistics, candidates, the sketch),
 :mod:`~streamtopic.anchors` (FastAnchorWords, exact QR anchors), :mod:`~streamtopic.recovery`
 (the fits and the topic-topic matrix), :mod:`~streamtopic.rectification`,
-:mod:`~streamtopic.refinement` (EM), :mod:`~streamtopic.model` (the estimator),
+:mod:`~streamtopic.refinement` (EM), :mod:`~streamtopic.hyperparameters` (the Dirichlet
+prior α), :mod:`~streamtopic.model` (the estimator),
 :mod:`~streamtopic.persistence`, :mod:`~streamtopic.workspace` (scratch and the rectified
 cache), :mod:`~streamtopic.inference` (per-document θ, document completion),
 :mod:`~streamtopic.evaluation`, :mod:`~streamtopic.metrics`, :mod:`~streamtopic.synth`,

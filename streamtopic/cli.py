@@ -667,6 +667,9 @@ def _echo_fit(model: Any, output: str, seconds: float, top: int) -> None:
         click.echo(f"rectification ({rect['method']}, {rect['iterations']} iterations, "
                    f"{sum(rect['seconds']):.2f} s): relative movement per iteration {moved}",
                    err=True)
+    alpha = model.alpha_
+    click.echo(f"Dirichlet prior of the topic proportions: alpha0 = {alpha.sum():.3g}, "
+               f"alpha per topic {alpha.min():.3g} to {alpha.max():.3g}", err=True)
     for line in top_words_table(model, top):
         click.echo(line)
 

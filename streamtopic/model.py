@@ -43,6 +43,7 @@ import numpy as np
 from ._numeric import safe_inverse
 from ._params import Constraint, Interval, Options, validate_params
 from .anchors import AnchorResult, find_anchors, find_anchors_lp, find_anchors_qr
+from .hyperparameters import estimate_alpha, topic_cooccurrence_from_topics
 from .passes import QBlocks
 from .recovery import (
     RECOVER_METHODS,
@@ -123,8 +124,8 @@ class _Spectral:
     ``A`` (V×K, columns sum to 1; zero rows outside a core), ``prevalence`` (K,), ``R``
     (K×K), ``p`` (V,) word probabilities, the anchor search's result (global word ids), the
     candidates' count, solver statistics, the rectification's record, ``start`` (K×V) the
-    topics the refinement starts from, and the core vocabulary's record (None: whole
-    vocabulary)."""
+    topics the refinement starts from, the core vocabulary's record (None: whole
+    vocabulary) and its words (sorted ids; None: whole vocabulary)."""
 
     A: np.ndarray
     prevalence: np.ndarray
@@ -136,6 +137,7 @@ class _Spectral:
     rectification: dict[str, Any] | None
     start: np.ndarray
     core: dict[str, Any] | None
+    core_words: np.ndarray | None = None
 
 
 @dataclass
@@ -318,6 +320,13 @@ class AnchorTopicModel:
         p(z).
     topic_cooccurrence_ : ndarray of shape (K, K)
         R, the topic-topic co-occurrence (sums to 1), by ``topic_topic``.
+    alpha_ : ndarray of shape (K,)
+        The Dirichlet parameter α of the documents' topic proportions, estimated from the
+        moments (:func:`~streamtopic.hyperparameters.estimate_alpha`; α₀ = Σ α in
+        ``diagnostics_['alpha']``). Without refinement, from ``topic_cooccurrence_`` and
+        ``topic_prevalence_``. With refinement, from the refined topics: R = Â† Q Â†ᵀ on the
+        core's block of Q (or that of the most probable words of a core's size) and the
+        refined prevalence, a consistent pair, and more accurate than the spectral R.
     vocab_ : list of str
         The V words (the store's, or those the fit selected: ``min_df`` …).
     n_converged_ : int
@@ -602,19 +611,25 @@ class AnchorTopicModel:
         size = self._s.core_size
         if size == "all" or not refining or not store.counts_known:
             return None
-        K = int(self.n_topics)
-        if size == "auto":  # the core is held here, so this process' memory sizes it
-            from .cluster import MEMORY_SHARE, local_memory
-
-            budget = (int(self.memory_budget) if self.memory_budget is not None
-                      else int(MEMORY_SHARE * local_memory()))
-            size = max(2 * K, min(max(CORE_MIN, CORE_PER_TOPIC * K),
-                                  int(np.sqrt(budget / (8 * CORE_COPIES)))))
+        if size == "auto":
+            size = self._auto_core_size()
         df = np.asarray(store.doc_freq)
         if int(size) >= int((df > 0).sum()):
             return None
         order = np.argsort(-df, kind="stable")[:int(size)]
         return np.sort(order)
+
+    def _auto_core_size(self) -> int:
+        """``max(CORE_MIN, CORE_PER_TOPIC · K)`` words, fewer when ``CORE_COPIES`` dense n×n
+        copies would not fit the memory budget (this process' memory, which holds the
+        core), at least 2K."""
+        from .cluster import MEMORY_SHARE, local_memory
+
+        K = int(self.n_topics)
+        budget = (int(self.memory_budget) if self.memory_budget is not None
+                  else int(MEMORY_SHARE * local_memory()))
+        return max(2 * K, min(max(CORE_MIN, CORE_PER_TOPIC * K),
+                              int(np.sqrt(budget / (8 * CORE_COPIES)))))
 
     def _spectral_store(
         self, store: CooccurrenceStore, scratch: str, seconds: dict[str, float],
@@ -721,7 +736,8 @@ class AnchorTopicModel:
         return _Spectral(A=A, prevalence=fit.prevalence, R=fit.R, p=p, anchors=res,
                          n_candidates=fit.n_candidates, solver=fit.solver,
                          rectification=fit.rectification, start=start,
-                         core={"size": int(core.size), "share_of_tokens": float(share)})
+                         core={"size": int(core.size), "share_of_tokens": float(share)},
+                         core_words=core)
 
     def _refine(self, start: np.ndarray, corpus: Any, store: CooccurrenceStore, scratch: str,
                 seconds: dict[str, float]) -> Any:
@@ -751,6 +767,7 @@ class AnchorTopicModel:
         self.anchor_words_ = [self.vocab_[i] for i in self.anchors_]
         self.topic_prevalence_ = prevalence
         self.topic_cooccurrence_ = fit.R
+        self.alpha_, alpha_record = self._alpha(store, fit, refined, seconds)
         self.word_probability_ = fit.p
         self.n_converged_ = int(fit.solver["converged"])
         self.n_fitted_ = int(fit.solver["fitted"])
@@ -772,8 +789,31 @@ class AnchorTopicModel:
             "rectification": fit.rectification,
             "refinement": None if refined is None else _refine_diagnostics(refined),
             "topic_topic": s.topic_topic,
+            "alpha": alpha_record,
             "store": _store_record(store),
         }
+
+    def _alpha(self, store: CooccurrenceStore, fit: _Spectral, refined: Any,
+               seconds: dict[str, float]) -> tuple[np.ndarray, dict[str, Any]]:
+        """α (K,) of the documents' Dirichlet law and its record (α₀, which R it came from,
+        on how many words). Without refinement: from the spectral R and prevalence. With
+        refinement: from R = Â† Q Â†ᵀ for the refined topics Â on the core's block of Q (or
+        the block of the most probable words of an automatic core's size), read again
+        here, and the refined prevalence (:mod:`streamtopic.hyperparameters`)."""
+        if refined is None:
+            alpha = estimate_alpha(fit.R, fit.prevalence)
+            return alpha, {"alpha0": float(alpha.sum()), "topic_cooccurrence": "spectral",
+                           "words": None}
+        t0 = time.perf_counter()
+        words = fit.core_words
+        if words is None:
+            words = np.sort(np.argsort(-fit.p, kind="stable")[:self._auto_core_size()])
+        R = topic_cooccurrence_from_topics(refined.components.T[words],
+                                           store.read_submatrix(words))
+        alpha = estimate_alpha(R, refined.prevalence)
+        seconds["alpha"] = time.perf_counter() - t0
+        return alpha, {"alpha0": float(alpha.sum()), "topic_cooccurrence": "refined",
+                       "words": int(words.size)}
 
     def _rectified(self, store: CooccurrenceStore, scratch: str,
                    held: ExitStack) -> tuple[Any, dict[str, Any]]:

@@ -6,6 +6,11 @@ A model is a zarr group (default) or an HDF5 file holding the fitted arrays of
 counts and the diagnostics. It is written aside (:func:`~streamtopic._io.written_aside`) and
 renamed into place, so a reader never sees half a model; an existing path is replaced only
 when it is a model itself.
+
+Models saved before an array of :data:`OPTIONAL` existed load too: ``alpha_`` is then
+estimated from the saved topic-topic matrix and prevalence
+(:func:`~streamtopic.hyperparameters.estimate_alpha`; a refined model's own ``alpha_`` comes
+from the refined topics instead, so the two may differ a little).
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from ._io import written_aside
 if TYPE_CHECKING:
     from .model import AnchorTopicModel
 
-__all__ = ["ARRAYS", "FORMATS", "MODEL_FORMAT", "is_model", "load_model", "save_model"]
+__all__ = ["ARRAYS", "FORMATS", "MODEL_FORMAT", "OPTIONAL", "is_model", "load_model",
+           "save_model"]
 
 MODEL_FORMAT = "streamtopic-model"
 FORMAT_VERSION = 1
@@ -34,7 +40,10 @@ ARRAYS = {
     "topic_prevalence": "topic_prevalence_",
     "topic_cooccurrence": "topic_cooccurrence_",
     "word_probability": "word_probability_",
+    "alpha": "alpha_",
 }
+#: Arrays of :data:`ARRAYS` that older models lack, and are derived from the others on loading.
+OPTIONAL = ("alpha",)
 
 
 def _meta(model: AnchorTopicModel) -> dict[str, Any]:
@@ -143,7 +152,8 @@ def _read_zarr(path: str) -> tuple[Any, dict[str, np.ndarray], list[str]]:
     root: Any = zarr.open_group(path, mode="r")
     meta = root.attrs.get("streamtopic_model")
     _check_format(path, meta)
-    arrays = {name: np.asarray(root[name][:]) for name in ARRAYS}
+    arrays = {name: np.asarray(root[name][:]) for name in ARRAYS
+              if name not in OPTIONAL or name in root}
     return meta, arrays, [str(t) for t in root["vocab"][:]]
 
 
@@ -154,7 +164,7 @@ def _read_hdf5(path: str) -> tuple[Any, dict[str, np.ndarray], list[str]]:
         raw = f.attrs.get("streamtopic_model")
         meta = json.loads(raw) if isinstance(raw, str) else None
         _check_format(path, meta)
-        arrays = {name: f[name][:] for name in ARRAYS}
+        arrays = {name: f[name][:] for name in ARRAYS if name not in OPTIONAL or name in f}
         vocab = [x.decode() if isinstance(x, bytes) else str(x) for x in f["vocab"][:]]
     return meta, arrays, vocab
 
@@ -199,6 +209,11 @@ def load_model(path: str | os.PathLike[str]) -> AnchorTopicModel:
     except Exception as exc:  # foreign files: zarr/h5py raise many kinds
         raise ModelError(f"{path}: not a streamtopic model ({exc})") from exc
     model = AnchorTopicModel(**_saved_params(meta["params"]))
+    if "alpha" not in arrays:  # saved before alpha_ existed
+        from .hyperparameters import estimate_alpha
+
+        arrays["alpha"] = estimate_alpha(arrays["topic_cooccurrence"],
+                                         arrays["topic_prevalence"])
     for name, attr in ARRAYS.items():
         setattr(model, attr, arrays[name])
     model.anchors_ = arrays["anchors"].astype(np.int64)
