@@ -4,8 +4,10 @@
    defaults (its store kept in the work directory).
 2. *Inference*, timed from the raw tar to the output in place, as a user runs it, in a fresh
    process each time: ``streamtopic infer model 20news-bydate.tar.gz -o theta.zarr -q``
-   with ``--local sync`` (one process, one core) and with the default (a local cluster of
-   one worker process per core), in turns, ``--rounds`` times; the command's wall time
+   with ``--local sync`` (one process, one core), with the default (``--local auto``: text
+   below ``cli.SMALL_TEXT_BYTES`` is read on threads in the process, larger text on a local
+   cluster) and with ``--local cluster`` (one worker process per core), in turns,
+   ``--rounds`` times; the command's wall time
    (process start, imports and cluster start included), its own stage time (the line it
    prints), the CPU seconds of the process tree, and the peak RSS of the tree.
 3. *Equality*: the rows written equal ``transform`` of the same documents (the tar's members,
@@ -105,7 +107,9 @@ def main() -> None:
     model = fit_model(args.workdir)
     out = os.path.join(args.workdir, "theta.zarr")
     cores = psutil.cpu_count(logical=True) or 1
-    modes = {"sync (1 core)": (["--local", "sync"], 1), f"default ({cores} cores)": ([], cores)}
+    modes = {"sync (1 core)": (["--local", "sync"], 1),
+             f"default ({cores} cores)": ([], cores),
+             f"--local cluster ({cores} worker processes)": (["--local", "cluster"], cores)}
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
     for r in range(args.rounds):
         for mode, (flags, _) in modes.items():
