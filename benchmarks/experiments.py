@@ -188,7 +188,9 @@ def plot(result: dict[str, Any], path: str, title: str) -> str | None:
     axes[0].set_title(title)
     axes[0].legend(fontsize=8)
     if "stages" in result:
-        for stage in ("ingest", "sketch", "anchors", "recovery", "topic_cooccurrence"):
+        stages = [s for s in ("ingest", "sketch", "anchors", "recovery", "topic_cooccurrence")
+                  if all(s in r["stages_l2"] for r in rows)]  # the fit's stages of its time
+        for stage in stages:
             axes[1].plot(sizes, [r["stages_l2"][stage] for r in rows], marker="o", label=stage)
         axes[1].set_xscale("log")
         axes[1].set_yscale("log")
@@ -272,6 +274,7 @@ def main() -> None:
         result["seconds_total"] = time.perf_counter() - t0
         result["command"] = f"python benchmarks/experiments.py {name}"
         out = os.path.join(RESULTS, f"experiment_{name}.json")
+        write_result(result, out)  # first: a failed plot loses no measurement
         png = plot(result, os.path.join(RESULTS, f"experiment_{name}.png"), titles[name])
         result["plot"] = os.path.relpath(png, ROOT) if png else None
         write_result(result, out)
