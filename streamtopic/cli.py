@@ -762,16 +762,12 @@ def infer(model_path: str, inputs: tuple[str, ...], output: str, output_format: 
     its name (one-document-per-file inputs). Text is tokenised as the model's training text
     was (--stop-words replaces its stop words). The rows equal the model's transform of
     the same documents (:func:`streamtopic.inference.infer_corpus`)."""
-    from dataclasses import replace
-
     from .corpus import read_corpus
     from .inference import infer_corpus, model_tokenizer
     from .model import AnchorTopicModel
 
     model = AnchorTopicModel.load(model_path)
-    tokenizer = model_tokenizer(model)
-    if reader.stop_words is not None:
-        tokenizer = replace(tokenizer, stop_words=reader.stop_words)
+    tokenizer = model_tokenizer(model, reader.stop_words)
     corpus = read_corpus(list(inputs), format=reader.fmt, vocab=reader.vocab,
                          text_field=reader.text_field, tokenizer=tokenizer,
                          strip_headers=reader.strip_headers)

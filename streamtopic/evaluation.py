@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 from contextlib import ExitStack
-from dataclasses import replace
 from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
@@ -49,16 +48,6 @@ def _model_store(model: AnchorTopicModel, stack: ExitStack) -> CooccurrenceStore
     if not path or not CooccurrenceStore.is_store(path):
         return None
     return stack.enter_context(CooccurrenceStore.open(path))
-
-
-def _tokenizer(store: CooccurrenceStore | None, stop_words: str | None) -> Tokenizer:
-    """The store's tokenizer (the default one without a store), with other stop words if
-    ``stop_words`` is given."""
-    from .vocabulary import Tokenizer
-
-    cfg = store.config.get("tokenizer") if store is not None else None
-    tokenizer = Tokenizer.from_config(cfg) if cfg else Tokenizer()
-    return tokenizer if stop_words is None else replace(tokenizer, stop_words=stop_words)
 
 
 def _as_corpus(inputs: Any, tokenizer: Tokenizer, strip_headers: bool) -> Corpus | None:
@@ -147,6 +136,7 @@ def evaluate(
     """
     from . import metrics
     from .corpus import recorded_corpus
+    from .inference import model_tokenizer
     from .model import AnchorTopicModel
 
     validate_params(_PARAMS, {"top_n": top_n, "seed": seed, "strip_headers": strip_headers,
@@ -161,7 +151,7 @@ def evaluate(
     order = np.argsort(-fitted.components_, axis=1, kind="stable")[:, :top_n]
     with ExitStack() as stack:
         store = _model_store(fitted, stack)
-        tokenizer = _tokenizer(store, stop_words)
+        tokenizer = model_tokenizer(fitted, stop_words)
         reference = _as_corpus(corpus, tokenizer, strip_headers)
         if reference is None and store is not None:
             corpus, reference = None, recorded_corpus(store)

@@ -228,12 +228,10 @@ def document_completion(
     from .corpus import Corpus, read_corpus
 
     c = corpus if isinstance(corpus, Corpus) else read_corpus(corpus)
-    vocab = list(model.vocab_)
-    comp_d = delayed(components, pure=True, traverse=False)
-    vocab_d = delayed(vocab, pure=True, traverse=False)
+    source = _topics_source(model)
     parts = c.to_bag().to_delayed()
     tasks = [
-        delayed(_completion_partition, pure=True)(p, comp_d, vocab_d, alpha, seed + i)
+        delayed(_completion_partition, pure=True)(p, source, alpha, seed + i)
         for i, p in enumerate(parts)
     ]
     (results,) = compute(tasks, progress=progress, label="held-out likelihood")
@@ -245,14 +243,13 @@ def document_completion(
 
 
 def _completion_partition(
-    chunks: list[Any], components: np.ndarray, vocab: list[str], alpha: float, seed: int
+    chunks: list[Any], source: Any, alpha: float, seed: int
 ) -> tuple[float, int, int, int]:
-    from .cooccurrence import _term_index, _to_global
-
-    index = _term_index(vocab)
+    topics = _topics_of(source)
+    components = topics.At.T
     total, tokens, docs, oov = 0.0, 0, 0, 0
     for i, ch in enumerate(chunks):
-        H, o = _to_global(ch, index, len(vocab))
+        H, o = chunk_counts(ch, topics.vocab, topics.index)
         t, k, d = _completion_block(components, H, alpha, seed * 1_000_003 + i)
         total, tokens, docs, oov = total + t, tokens + k, docs + d, oov + o
     return total, tokens, docs, oov
@@ -269,10 +266,13 @@ def model_prior(model: Any) -> np.ndarray:
     return prior(DEFAULT_ALPHA if alpha is None else alpha, K)
 
 
-def model_tokenizer(model: Any) -> Tokenizer:
+def model_tokenizer(model: Any, stop_words: str | None = None) -> Tokenizer:
     """How text is tokenised for ``model``: as its store tokenised the training text (the
     setting recorded with the model, else the store's if it is still there), else the
-    default :class:`~streamtopic.vocabulary.Tokenizer`."""
+    default :class:`~streamtopic.vocabulary.Tokenizer`; with other stop words if
+    ``stop_words`` is given."""
+    from dataclasses import replace
+
     from .store import CooccurrenceStore
     from .vocabulary import Tokenizer
 
@@ -282,7 +282,8 @@ def model_tokenizer(model: Any) -> Tokenizer:
     if cfg is None and path and CooccurrenceStore.is_store(path):
         with CooccurrenceStore.open(path) as store:
             cfg = store.config.get("tokenizer")
-    return Tokenizer.from_config(cfg) if cfg else Tokenizer()
+    tokenizer = Tokenizer.from_config(cfg) if cfg else Tokenizer()
+    return tokenizer if stop_words is None else replace(tokenizer, stop_words=stop_words)
 
 
 def document_counts(docs: Iterable[Any], vocabulary: Sequence[str],
@@ -460,7 +461,7 @@ def _infer_parts(model: Any, corpus: Any, scratch: str, alpha: np.ndarray, tol: 
 
     from .cluster import compute
 
-    model_path = _readable_model(model, scratch)
+    model_path = _saved_path(model) or _saved_copy(model, scratch)
     sources = tuple(s.path for s in corpus.sources)
     tasks = [
         delayed(_infer_partition, pure=False)(p, model_path, alpha, tol, max_iter,
@@ -471,12 +472,17 @@ def _infer_parts(model: Any, corpus: Any, scratch: str, alpha: np.ndarray, tol: 
     return np.asarray(counts, dtype=np.int64).reshape(-1, 3)
 
 
-def _readable_model(model: Any, scratch: str) -> str:
-    """A path the tasks load ``model`` from: where it was saved or loaded from, if unchanged
-    since, else a copy saved in ``scratch``."""
+def _saved_path(model: Any) -> str | None:
+    """Where ``model`` was saved or loaded from, if that file is unchanged since (tasks then
+    load the topics from it: no V×K array goes through the scheduler); else None."""
     saved = getattr(model, "_saved_at", None)
     if saved and os.path.exists(saved[0]) and _stamp(saved[0]) == saved[1]:
         return str(saved[0])
+    return None
+
+
+def _saved_copy(model: Any, scratch: str) -> str:
+    """``model`` saved in ``scratch``, for the tasks to load."""
     path = os.path.join(scratch, "model")
     model.save(path)
     return path
@@ -500,6 +506,38 @@ class _Topics:
     index: dict[str, int]
 
 
+def _topics_source(model: Any) -> Any:
+    """What tasks read a model's topics from: its file when it is saved and unchanged
+    (:func:`_saved_path`), else its :class:`_Topics` as one delayed object (a model only in
+    memory, or an object with ``components_`` and ``vocab_``)."""
+    from dask import delayed
+
+    path = _saved_path(model)
+    if path is not None:
+        return path
+    vocab = tuple(model.vocab_)
+    topics = _Topics(np.ascontiguousarray(np.asarray(model.components_, dtype=np.float64).T),
+                     vocab, {w: i for i, w in enumerate(vocab)})
+    return delayed(topics, pure=True, traverse=False)
+
+
+def _topics_of(source: Any) -> _Topics:
+    """The :class:`_Topics` of a :func:`_topics_source` (a path: loaded once per process)."""
+    return source if isinstance(source, _Topics) else _model_topics(source, _stamp(source))
+
+
+def chunk_counts(chunk: Any, vocab: tuple[str, ...],
+                 index: dict[str, int]) -> tuple[sp.csr_matrix, int]:
+    """A chunk's counts over the V words ``vocab`` (n_docs×V) and its tokens outside them:
+    as read when its text was read onto them (:meth:`Corpus.onto`), else its own columns
+    mapped through ``index`` (count inputs, or text read with its own terms)."""
+    from .cooccurrence import _to_global
+
+    if len(chunk.terms) == len(vocab) and tuple(chunk.terms) == vocab:
+        return chunk.counts, 0
+    return _to_global(chunk, index, len(vocab))
+
+
 @functools.lru_cache(maxsize=2)
 def _model_topics(path: str, stamp: int) -> _Topics:
     """A saved model's :class:`_Topics`, loaded once per process (``stamp``: its mtime)."""
@@ -515,16 +553,13 @@ def _infer_partition(chunks: list[Any], model_path: str, alpha: np.ndarray, tol:
                      max_iter: int, out: str, sources: tuple[str, ...]) -> tuple[int, int, int]:
     """θ of one partition's documents, saved to ``out`` with each document's source;
     returns (documents, input tokens, tokens in the vocabulary)."""
-    from .cooccurrence import _to_global
 
-    topics = _model_topics(model_path, _stamp(model_path))
+    topics = _topics_of(model_path)
     At = topics.At
     thetas, source = [], []
     n_tokens = in_vocab = 0
     for ch in chunks:
-        H = ch.counts
-        if tuple(ch.terms) != topics.vocab:  # count inputs keep their own columns
-            H = _to_global(ch, topics.index, len(topics.vocab))[0]
+        H = chunk_counts(ch, topics.vocab, topics.index)[0]
         thetas.append(_theta(At, H, alpha, tol, max_iter))
         source.append(np.full(ch.n_docs, sources.index(ch.source), dtype=np.int32))
         n_tokens += int(ch.input_lengths.sum())

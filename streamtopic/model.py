@@ -984,15 +984,17 @@ class AnchorTopicModel:
         import scipy.sparse as sp
 
         from .corpus import Corpus
-        from .inference import document_counts, model_tokenizer
+        from .inference import chunk_counts, document_counts, model_tokenizer
 
         V = self.components_.shape[1]
         if isinstance(X, (str, bytes, os.PathLike)):
             raise ValueError("X is one string or path: pass a list of documents (a corpus on "
                              "disk goes to streamtopic.inference.infer_corpus)")
         if isinstance(X, Corpus):
-            chunks = list(X.onto(self.vocab_).iter_chunks())
-            return _chunk_counts(chunks, self.vocab_)
+            vocab = tuple(self.vocab_)
+            index = {w: i for i, w in enumerate(vocab)}
+            blocks = [chunk_counts(ch, vocab, index)[0] for ch in X.onto(vocab).iter_chunks()]
+            return sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, V))
         if sp.issparse(X) or isinstance(X, np.ndarray):
             H = sp.csr_matrix(X)
             if H.ndim != 2 or H.shape[1] != V:
@@ -1023,20 +1025,24 @@ class AnchorTopicModel:
         with θ̂_d from :meth:`transform`, over the words of the model's vocabulary (the
         plug-in likelihood; higher is better). For held-out documents,
         :func:`streamtopic.inference.document_completion` scores unseen words instead."""
-        from .inference import infer_topics, model_prior, plugin_loglik
-
         self._check_fitted()
-        H = self._counts(X)
-        theta = infer_topics(self.components_, H, alpha=model_prior(self))
-        return plugin_loglik(self.components_, H, theta)
+        return self._loglik(self._counts(X))
 
     def perplexity(self, X: Any) -> float:
         """exp(−:meth:`score` / tokens): the tokens of ``X`` in the model's vocabulary."""
         self._check_fitted()
-        tokens = float(self._counts(X).sum())
+        H = self._counts(X)  # once: ``X`` may be an iterator
+        tokens = float(H.sum())
         if tokens == 0:
             raise ValueError("X has no token in the model's vocabulary")
-        return float(np.exp(-self.score(X) / tokens))
+        return float(np.exp(-self._loglik(H) / tokens))
+
+    def _loglik(self, H: Any) -> float:
+        """The plug-in log-likelihood of counts H (n_docs×V)."""
+        from .inference import infer_topics, model_prior, plugin_loglik
+
+        theta = infer_topics(self.components_, H, alpha=model_prior(self))
+        return plugin_loglik(self.components_, H, theta)
 
     def to_pyldavis(self, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Any:
         """pyLDAvis' prepared data of the model (:func:`streamtopic.interop.pyldavis_data`;
@@ -1208,16 +1214,3 @@ def top_words_table(model: AnchorTopicModel, n: int = 10) -> Sequence[str]:
     return lines
 
 
-def _chunk_counts(chunks: Sequence[Any], vocab: Sequence[str]) -> Any:
-    """Chunks read onto ``vocab`` (or with their own columns: count inputs) stacked as one
-    CSR matrix (n_docs×V)."""
-    import scipy.sparse as sp
-
-    from .cooccurrence import _term_index, _to_global
-
-    V = len(vocab)
-    if not chunks:
-        return sp.csr_matrix((0, V))
-    index = _term_index(vocab)
-    return sp.vstack([ch.counts if len(ch.terms) == V and list(ch.terms) == list(vocab)
-                      else _to_global(ch, index, V)[0] for ch in chunks], format="csr")

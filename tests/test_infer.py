@@ -169,6 +169,7 @@ def test_score_and_perplexity(news_model):
     ref = float((H.multiply(np.log((1 - 1e-9) * P + 1e-9 / P.shape[1]))).sum())
     assert model.score(texts) == pytest.approx(ref, rel=1e-12)
     assert model.perplexity(texts) == pytest.approx(np.exp(-ref / H.sum()), rel=1e-12)
+    assert model.perplexity(iter(texts)) == model.perplexity(texts)  # X read once
     # a better-fitting model of the same words scores higher: the uniform topics do worse
     flat = AnchorTopicModel.load(news_model["model"])
     flat.components_ = np.full_like(model.components_, 1 / model.components_.shape[1])
