@@ -367,6 +367,9 @@ def info(store_path: str, as_json: bool) -> None:
         ("blocks stored", f"{summary['blocks_stored']} of {summary['blocks_total']} "
                           f"({summary['chunk_size']}×{summary['chunk_size']})"),
         ("size on disk", _human(summary["bytes_on_disk"])),
+        ("token cache", (f"{summary['token_cache']['n_docs']:,} text documents, "
+                         f"{summary['token_cache']['nnz']:,} (document, word) pairs, "
+                         f"{_human(summary['token_cache']['bytes'])}")),
         ("rectified cache", (f"{_human(summary['cache_bytes'])} in {n_cached} "
                              f"array{'' if n_cached == 1 else 's'} (clear-cache frees it)")),
     ]

@@ -49,7 +49,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._io import TargetExistsError, written_aside
-from .corpus import Corpus, CorpusError, DocChunk, _uci_header, read_corpus
+from .corpus import Corpus, CorpusError, DocChunk, _uci_header, read_corpus, source_vocabulary
+from .doccache import CachedDocuments, PartitionRecord, write_partition
 from .store import (
     DENSE,
     DOC_LENGTH,
@@ -271,6 +272,8 @@ class _Stats:
     unkept: set[str] = field(default_factory=set)
     # UCI chunks: (source, first docID − 1, last docID − 1, byte offset of the chunk's first line)
     doc_ranges: list[tuple[str, int, int, int]] = field(default_factory=list)
+    #: the partitions of text documents written to the token cache (:mod:`.doccache`)
+    documents: list[PartitionRecord] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.word_counts = np.zeros(self.V, np.int64)
@@ -288,6 +291,7 @@ class _Stats:
         self.doc_freq += other.doc_freq
         self.diag += other.diag
         self.doc_ranges.extend(other.doc_ranges)
+        self.documents.extend(other.documents)
         self.unkept |= other.unkept
         for src, d in other.per_source.items():
             mine = self.per_source.setdefault(src, {})
@@ -310,8 +314,24 @@ def _term_index(vocab: Sequence[str]) -> dict[str, int]:
     return index
 
 
+#: (source vocabulary key, id of a term index) -> (the index, each source id's global id):
+#: chunks of a source with a vocabulary of its own (UCI, HDF5, a store's cached documents)
+#: map their ids by one array lookup instead of a dictionary lookup per term
+_ID_MAPS: dict[tuple[str, int], tuple[dict[str, int], np.ndarray]] = {}
+
+
 def _global_ids(chunk: DocChunk, index: dict[str, int]) -> np.ndarray:
     """The global id of each of the chunk's terms (T,), -1 outside ``index``."""
+    if chunk.vocab_key is not None and chunk.term_ids is not None:
+        key = (chunk.vocab_key, id(index))
+        hit = _ID_MAPS.get(key)
+        if hit is None or hit[0] is not index:  # the entry holds ``index``: no id reuse
+            vocab = source_vocabulary(chunk.vocab_key)
+            hit = (index, np.fromiter((index.get(t, -1) for t in vocab), np.int64, len(vocab)))
+            if len(_ID_MAPS) >= 4:
+                _ID_MAPS.clear()
+            _ID_MAPS[key] = hit
+        return hit[1][np.asarray(chunk.term_ids, dtype=np.int64)]
     return np.fromiter((index.get(t, -1) for t in chunk.terms), np.int64, len(chunk.terms))
 
 
@@ -415,20 +435,52 @@ def _store_index(path: str, uid: str, V: int) -> dict[str, int]:
     return index
 
 
+@dataclass(frozen=True)
+class _CacheTarget:
+    """Where a partition task writes its text documents (:mod:`.doccache`): partition
+    ``part`` of the uncommitted ``version``; ``sources`` are the round's input paths, in
+    the order of its manifest entries."""
+
+    version: int
+    part: int
+    sources: tuple[str, ...]
+
+
+def _cache_documents(target: _CacheTarget, store_path: str, chunks: Sequence[DocChunk],
+                     rows: Sequence[sp.csr_matrix], stats: _Stats) -> None:
+    """Write the partition's text documents (``rows``: each text chunk's counts over the
+    store's vocabulary) to the token cache and record the partition in ``stats``."""
+    if not rows:
+        return
+    H = sp.vstack(rows, format="csr").astype(np.int32)
+    H.sort_indices()
+    runs = np.array([(target.sources.index(ch.source), ch.first_doc, ch.n_docs)
+                     for ch in chunks], dtype=np.int64).reshape(-1, 3)
+    lengths = np.concatenate([ch.input_lengths for ch in chunks])
+    docs = CachedDocuments(H, lengths, runs)
+    stats.documents.append(write_partition(store_path, target.version, target.part, docs))
+
+
 def _partition_partial(
-    chunks: Sequence[DocChunk], store_path: str, uid: str, grid: _Grid, doc_length: str
+    chunks: Sequence[DocChunk], store_path: str, uid: str, grid: _Grid, doc_length: str,
+    cache: _CacheTarget | None = None,
 ) -> _Partial:
     """One partition's contribution: its Q pieces per group, and its counts. ``doc_length``
     is the store's definition of a document's length n_d (:attr:`CooccurrenceStore.doc_length`:
-    its input length, or its tokens in the vocabulary)."""
+    its input length, or its tokens in the vocabulary). With ``cache``, its text documents
+    (chunks of no source vocabulary) go to the store's token cache."""
     index = _store_index(store_path, uid, grid.V)
     V = len(index)
     stats = _Stats(V)
     blocks: list[sp.csr_matrix] = []
     lengths: list[np.ndarray] = []
+    text = [ch for ch in chunks if ch.vocab_key is None] if cache is not None else []
+    cached: list[sp.csr_matrix] = []
     for ch in chunks:
         gids = _global_ids(ch, index)
         H, oov = _to_global(ch, index, V, gids)
+        if cache is not None and ch.vocab_key is None:
+            cached.append(H)
         if oov:
             stats.unkept.update(_oov_terms(ch, gids))
         kept = np.asarray(H.sum(axis=1), dtype=np.float64).ravel()  # tokens in the vocabulary
@@ -439,6 +491,8 @@ def _partition_partial(
         if pairs.any():
             blocks.append(H[pairs])
             lengths.append(n[pairs])
+    if cache is not None:
+        _cache_documents(cache, store_path, text, cached, stats)
     if not blocks:
         return [(None, stats)]
     Hp, n_p = sp.vstack(blocks, format="csr"), np.concatenate(lengths)
@@ -1452,11 +1506,7 @@ def _accumulate(
             df[: store.V] = store.doc_freq
             frequencies = (df, store.n_docs)
         grid = _make_grid(txn.V, store.chunk_size, *(frequencies or (None, 0)))
-        parts = (
-            corpus.to_bag()
-            .map_partitions(_partition_partial, store.path, store.uid, grid, store.doc_length)
-            .to_delayed()
-        )
+        parts = _partials(corpus, store, grid, txn.number, [src.path for src, _ in sources])
         written_lists, stats, new_hashes = _count_round(
             corpus, store, sources, parts, grid, txn.number, progress
         )
@@ -1483,6 +1533,19 @@ def _accumulate(
     )
 
 
+def _partials(corpus: Corpus, store: CooccurrenceStore, grid: _Grid, version: int,
+              paths: Sequence[str]) -> list[Any]:
+    """The delayed :func:`_partition_partial` of each partition of ``corpus``, partition
+    k writing its text documents to the token cache as part k of ``version`` (``paths``:
+    the round's inputs in manifest order)."""
+    from dask import delayed
+
+    task = delayed(_partition_partial, pure=True)
+    return [task(p, store.path, store.uid, grid, store.doc_length,
+                 _CacheTarget(version, k, tuple(paths)))
+            for k, p in enumerate(corpus.to_bag().to_delayed())]
+
+
 def _commit_round(
     store: CooccurrenceStore, txn: Any, written_lists: list[list[tuple[int, int, int, int]]],
     stats: _Stats, entries: list[dict[str, Any]], absent_docs: int,
@@ -1506,6 +1569,7 @@ def _commit_round(
         new_sources=entries,
         unkept=sorted(stats.unkept),
         extra=_mass_record(store, stats),
+        documents=sorted(stats.documents, key=lambda r: r.part),
     )
 
 

@@ -56,6 +56,7 @@ import scipy.sparse as sp
 
 from . import _gzindex
 from ._io import written_aside
+from .doccache import CachedDocuments, DamagedCacheError, PartitionRecord, read_partition
 from .vocabulary import TermStats, Tokenizer, read_vocab_file
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,7 @@ __all__ = [
     "split",
     "HDF5CorpusWriter",
     "bundled_corpus",
+    "source_vocabulary",
 ]
 
 FORMATS = ("auto", "uci", "text", "files", "jsonl", "hdf5")
@@ -843,10 +845,31 @@ def _uci_header_cached(path: str, mtime_ns: int, size: int) -> tuple[int, int, i
 
 
 def _source_vocab(key: str) -> tuple[str, ...]:
-    """The id -> term list of a source vocabulary (``uci:PATH`` or ``hdf5:PATH``); cached per
-    process while the file is unchanged."""
+    """The id -> term list of a source vocabulary (``uci:PATH``, ``hdf5:PATH``, or a
+    store's first V words, ``store:UID:V:PATH``); cached per process while the file is
+    unchanged (a store's first V words never change)."""
     kind, path = key.split(":", 1)
+    if kind == "store":
+        uid, V, root = path.split(":", 2)
+        return _store_vocab(root, uid, int(V))
     return _source_vocab_cached(kind, *_file_id(path))
+
+
+def source_vocabulary(key: str) -> tuple[str, ...]:
+    """The words of the source vocabulary ``key`` (a :class:`DocChunk`'s ``vocab_key``),
+    by id."""
+    return _source_vocab(key)
+
+
+@lru_cache(maxsize=4)
+def _store_vocab(root: str, uid: str, V: int) -> tuple[str, ...]:
+    import zarr
+
+    meta = zarr.open_group(root, mode="r").attrs.get("streamtopic", {})
+    if not isinstance(meta, dict) or meta.get("uid") != uid:
+        raise CorpusError(root, "the store whose cached documents these are was replaced")
+    words = np.asarray(zarr.open_array(store=root, path="vocab", mode="r")[:V])
+    return tuple(str(t) for t in words)
 
 
 @lru_cache(maxsize=16)
@@ -1046,6 +1069,63 @@ def _read_hdf5_part(part: _PartitionPlan) -> list[DocChunk]:
     return chunks
 
 
+# --- the store's token cache (internal format "cache": see :mod:`streamtopic.doccache`)
+
+
+def _read_cache_part(part: _PartitionPlan) -> list[DocChunk]:
+    """A cached partition of a store as DocChunks over the store's words (``vocab_key``
+    ``store:UID:V:PATH``), one source per chunk, at most ``CHUNK_DOCS`` documents each."""
+    root, uid, V = part.opt("root"), part.opt("uid"), int(part.opt("V"))
+    record = PartitionRecord.from_list(list(part.opt("record")))
+    try:
+        docs: CachedDocuments = read_partition(root, part.start, record, V)
+    except DamagedCacheError as exc:
+        raise DamagedCacheError(f"{exc}; the store is damaged (see `streamtopic verify`)"
+                                ) from None
+    key = f"store:{uid}:{V}:{root}"
+    vocab = _source_vocab(key)
+    names: tuple[str, ...] = part.opt("sources")
+    chunks: list[DocChunk] = []
+    row = 0
+    for src, first, n in docs.runs.tolist():
+        for r0 in range(0, n, CHUNK_DOCS):
+            r1 = min(n, r0 + CHUNK_DOCS)
+            H = docs.counts[row + r0 : row + r1]
+            uniq, local = _compact_ids(H.indices, V)
+            m = sp.csr_matrix((H.data, local.astype(np.int32), H.indptr), shape=(r1 - r0,
+                                                                                 uniq.size))
+            chunks.append(DocChunk(
+                m, [vocab[i] for i in uniq.tolist()], names[src],
+                first + r0 if first >= 0 else -1, 0, key, uniq,
+                lengths=docs.lengths[row + r0 : row + r1]))
+        row += n
+    return chunks
+
+
+def cached_corpus_parts(root: str, uid: str, V: int,
+                        partitions: Sequence[Any]) -> tuple[list[Source], list[_PartitionPlan]]:
+    """Sources and partitions reading a store's cached documents
+    (``partitions``: its :class:`~streamtopic.store.CachedPartition` list), one source per
+    version."""
+    by_version: dict[int, list[Any]] = {}
+    for p in partitions:
+        by_version.setdefault(p.version, []).append(p)
+    sources: list[Source] = []
+    parts: list[_PartitionPlan] = []
+    for v, group in by_version.items():
+        src = Source(os.path.join(root, "versions", f"v{v:06d}", "D"), "cache",
+                     sum(8 * p.record.nnz for p in group))
+        sources.append(src)
+        for p in group:
+            names = tuple(s["path"] for s in p.sources)
+            options = (("root", root), ("uid", uid), ("V", V),
+                       ("record", tuple(p.record.as_list())), ("sources", names),
+                       ("input", names[p.record.source] if names else None),
+                       ("weight", 8 * p.record.nnz + 32 * p.record.n_docs))
+            parts.append(_PartitionPlan(src, "cache", v, v + 1, 0, None, options))
+    return sources, parts
+
+
 def _read_part(part: _PartitionPlan, tokenizer: Tokenizer,
                vocabulary: tuple[str, ...] | None = None) -> list[DocChunk]:
     """A partition's documents; text is counted onto ``vocabulary`` when one is given (count
@@ -1055,6 +1135,8 @@ def _read_part(part: _PartitionPlan, tokenizer: Tokenizer,
         return _read_uci_part(part)
     if fmt == "hdf5":
         return _read_hdf5_part(part)
+    if fmt == "cache":
+        return _read_cache_part(part)
     if fmt == "files":
         return _read_files_part(part, tokenizer, vocabulary)
     return _read_text_part(part, tokenizer, vocabulary)
@@ -1646,8 +1728,10 @@ def stat_fingerprint(path: str, vocab_path: str | None = None) -> str:
     return h.hexdigest()
 
 
-def verify_recorded_inputs(store: Any) -> list[dict[str, Any]]:
-    """The manifest of a co-occurrence store, checked before its inputs are read again.
+def verify_recorded_inputs(store: Any, entries: Sequence[dict[str, Any]] | None = None
+                           ) -> list[dict[str, Any]]:
+    """The manifest of a co-occurrence store, checked before its inputs are read again
+    (all of them, or only ``entries``, which must belong to it).
 
     The manifest must be the one the store wrote (its digest matches), and every input must
     exist with the content it had when ingested: unchanged when its file sizes and times
@@ -1660,7 +1744,9 @@ def verify_recorded_inputs(store: Any) -> list[dict[str, Any]]:
     """
     from .store import StoreError
 
-    sources = store.check_manifest()
+    sources = store.check_manifest() if entries is None else list(entries)
+    if entries is not None:
+        store.check_manifest()
     for s in sources:
         path = s["path"]
         vocab_path = s.get("vocab_path")
@@ -1681,17 +1767,29 @@ def verify_recorded_inputs(store: Any) -> list[dict[str, Any]]:
 
 
 def recorded_corpus(store: Any) -> Corpus | None:
-    """One corpus of a co-occurrence store's recorded inputs, after
-    :func:`verify_recorded_inputs`, read by :func:`read_as_recorded`. None when the store
-    records no input (a population Q), or when its text was tokenised by a custom analyzer,
-    which cannot be rebuilt."""
+    """One corpus of a co-occurrence store's recorded inputs: its text from the store's
+    token cache (:mod:`streamtopic.doccache`), never tokenised again, and every other input
+    (counts, or text ingested before the cache existed) read by :func:`read_as_recorded`
+    after :func:`verify_recorded_inputs`. None when the store records no input (a population
+    Q), or when text it has no cache of was tokenised by a custom analyzer, which cannot be
+    rebuilt."""
+    manifest = store.check_manifest()
+    cached = store.cached_partitions()
+    covered = {int(v) for v in {p.version for p in cached}}
+    rest = [s for s in manifest if not (int(s.get("version", 0)) in covered
+                                        and s.get("format") not in ("uci", "hdf5"))]
     cfg = store.config.get("tokenizer")
     if cfg and cfg.get("analyzer") is not None and any(
-            s.get("format") not in ("uci", "hdf5") for s in store.sources):
+            s.get("format") not in ("uci", "hdf5") for s in rest):
         log.warning("%s: its text was tokenised by a custom analyzer (%s), which cannot be "
                     "rebuilt to read it again", store.path, cfg["analyzer"])
         return None
-    return read_as_recorded(store.config, verify_recorded_inputs(store))
+    sources, parts = cached_corpus_parts(store.path, store.uid, store.V, cached)
+    tokenizer = Tokenizer.from_config(cfg) if cfg else Tokenizer()
+    rest_corpus = read_as_recorded(store.config, verify_recorded_inputs(store, rest))
+    if rest_corpus is not None:
+        sources, parts = sources + rest_corpus.sources, parts + rest_corpus.parts
+    return Corpus(sources, parts, tokenizer) if parts else None
 
 
 def read_as_recorded(config: dict[str, Any], entries: Sequence[dict[str, Any]]) -> Corpus | None:

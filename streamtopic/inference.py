@@ -417,8 +417,8 @@ def infer_corpus(
     output = _check_output(os.fspath(output), fmt)
     K = int(np.shape(model.components_)[0])
     a = model_prior(model) if alpha is None else prior(alpha, K)
-    c = corpus if isinstance(corpus, Corpus) else read_corpus(
-        corpus, tokenizer=model_tokenizer(model), strip_headers=strip_headers)
+    c = corpus if isinstance(corpus, Corpus) else with_token_cache(read_corpus(
+        corpus, tokenizer=model_tokenizer(model), strip_headers=strip_headers), model)
     c = c.onto(model.vocab_)
     scratch = temp_beside(output, "parts")
     os.makedirs(scratch)
@@ -431,6 +431,56 @@ def infer_corpus(
         remove_path(scratch)
     return Inferred(output, fmt, int(counts[:, 0].sum()), int(counts[:, 1].sum()),
                     int(counts[:, 2].sum()), time.perf_counter() - t0)
+
+
+def with_token_cache(corpus: Any, model: Any) -> Any:
+    """``corpus`` with every text input that the model's store holds in its token cache
+    (:mod:`streamtopic.doccache`) read from there instead of tokenised again: the same
+    path, unchanged since it was ingested (its recorded stamp), read the same way (format,
+    headers, text field, tokenizer). Sources, order and positions stay those of ``corpus``;
+    any other input is read as planned."""
+    from .corpus import Corpus, cached_corpus_parts, stat_fingerprint
+    from .store import CooccurrenceStore
+
+    path = (getattr(model, "diagnostics_", {}).get("store") or {}).get("path")
+    if not path or not CooccurrenceStore.is_store(path):
+        return corpus
+    with CooccurrenceStore.open(path, lease=False) as store:
+        if store.config.get("tokenizer") != corpus.tokenizer.config():
+            return corpus
+        cached = store.cached_partitions()
+        fields = {p.source.path: p.opt("text_field", "text") for p in corpus.parts}
+        by_source: dict[str, list[Any]] = {}
+        for src in corpus.sources:
+            entry = _cached_entry(src, fields.get(src.path), cached, stat_fingerprint)
+            if entry is not None:
+                by_source[src.path] = [p for p in cached
+                                       if p.sources[p.record.source] is entry]
+        parts: list[Any] = []
+        for p in corpus.parts:
+            mine = by_source.pop(p.source.path, None)
+            if mine is not None:  # the source's first partition: all of its cached ones
+                parts += cached_corpus_parts(store.path, store.uid, store.V, mine)[1]
+            elif p.source.path not in {q.opt("input") for q in parts}:
+                parts.append(p)
+        return Corpus(corpus.sources, parts, corpus.tokenizer, vocabulary=corpus.vocabulary)
+
+
+def _cached_entry(src: Any, text_field: str | None, cached: Sequence[Any],
+                  fingerprint: Any) -> dict[str, Any] | None:
+    """The manifest entry of a cached partition that is ``src`` as it is now and as it is
+    read now (``text_field``: its JSON Lines field), or None."""
+    if src.format in ("uci", "hdf5"):
+        return None
+    for p in cached:
+        e = p.sources[p.record.source]
+        if (e["path"] == src.path and e.get("format") == src.format
+                and e.get("text_field", "text") == (text_field or "text")
+                and bool(e.get("strip_headers")) == src.strip_headers
+                and bool(e.get("keep_subject")) == src.keep_subject
+                and e.get("stat") == fingerprint(src.path, src.vocab_path)):
+            return e
+    return None
 
 
 def _check_output(path: str, fmt: str) -> str:

@@ -257,12 +257,14 @@ def _n_docs(x: tuple[_Summary, int]) -> int:
 
 
 def _part_weights(corpus: Any) -> np.ndarray:
-    """Estimated size of each partition (P,): its share of its source's range (bytes, rows
-    or members) times the source's bytes on disk."""
+    """Estimated size of each partition (P,): its recorded weight (a store's cached
+    documents: their bytes), else its share of its source's range (bytes, rows or members)
+    times the source's bytes on disk."""
     extent: dict[Any, int] = {}
     for p in corpus.parts:
         extent[p.source] = max(extent.get(p.source, 0), p.stop)
-    return np.array([p.source.size * (p.stop - p.start) / max(extent[p.source], 1)
+    return np.array([p.opt("weight") if p.opt("weight") is not None
+                     else p.source.size * (p.stop - p.start) / max(extent[p.source], 1)
                      for p in corpus.parts], dtype=np.float64)
 
 

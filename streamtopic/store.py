@@ -10,8 +10,12 @@ Layout of a store directory (a zarr 3 group)::
                               CSR arrays as one array of bytes (one chunk file, ``c.0``)
         block_versions        (nb, nb) int32: which version holds each block (0: all zero)
         word_counts, doc_freq (V,) int64
+        D/p<k>                the round's text documents as (word id, count) pairs, one
+                              array of bytes per partition (:mod:`streamtopic.doccache`)
         zarr.json             attributes: counts, the manifest of ingested sources, each
-                              block's non-zeros and which blocks are sparse
+                              block's non-zeros and which blocks are sparse, the cached
+                              partitions of the round (``documents``) and the versions that
+                              hold cached documents (``document_versions``)
 
 A block is stored sparse when fewer than ``SPARSE_BELOW`` of its entries are non-zero, so the
 store's size follows its non-zeros, not V²: among the frequent words Q is dense, among the
@@ -44,8 +48,9 @@ import scipy.sparse as sp
 import zarr
 
 from ._locking import FileLock, is_locked, owner_record
+from .doccache import DamagedCacheError, PartitionRecord, read_partition
 
-__all__ = ["StoreError", "CooccurrenceStore", "DEFAULT_CHUNK"]
+__all__ = ["StoreError", "CachedPartition", "CooccurrenceStore", "DEFAULT_CHUNK"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +70,17 @@ _LOCK = ".streamtopic.lock"
 
 class StoreError(ValueError):
     """A path that is not a co-occurrence store, or a store in an unusable state."""
+
+
+@dataclass(frozen=True)
+class CachedPartition:
+    """One partition of cached text documents: the version that holds it, its record, and
+    the manifest entries of the inputs that version added (its documents' ``runs`` index
+    them)."""
+
+    version: int
+    record: PartitionRecord
+    sources: tuple[dict[str, Any], ...]
 
 
 def _vname(number: int) -> str:
@@ -801,6 +817,31 @@ class CooccurrenceStore:
         """The manifest: one entry per ingested input (path, sha256, counts, version)."""
         return list(self._head()["sources"])
 
+    def cached_partitions(self) -> list[CachedPartition]:
+        """The partitions of text documents this version holds as (word id, count) pairs
+        (:mod:`streamtopic.doccache`), in ingest order: every text input ingested since the
+        store had a token cache. Inputs of other formats (UCI, HDF5), and text ingested by
+        an older streamtopic, have none."""
+        out: list[CachedPartition] = []
+        by_version: dict[int, list[dict[str, Any]]] = {}
+        for s in self.sources:
+            by_version.setdefault(int(s.get("version", 0)), []).append(s)
+        for v in self._head().get("document_versions", []):
+            attrs = self._node(_vname(int(v))).attrs
+            for values in attrs.get("documents", []):
+                out.append(CachedPartition(int(v), PartitionRecord.from_list(values),
+                                           tuple(by_version.get(int(v), ()))))
+        return out
+
+    def read_cached(self, part: CachedPartition) -> Any:
+        """One cached partition's documents (:class:`~streamtopic.doccache.CachedDocuments`,
+        over this store's V words), checked; damage is a :class:`StoreError`."""
+        try:
+            return read_partition(self.path, part.version, part.record, self.V)
+        except DamagedCacheError as exc:
+            raise StoreError(f"{exc}; the store is damaged (see `streamtopic verify`)"
+                             ) from None
+
     @property
     def doc_length(self) -> str:
         """What a document's length n_d (in w_d = 1/(n_d(n_d − 1))) is in this store:
@@ -1016,8 +1057,22 @@ class CooccurrenceStore:
             "bytes_per_nnz": self.q_bytes() / nnz if nnz else 0.0,
             "bytes_on_disk": disk,
             "missing_blocks": self.missing_blocks(),
+            "token_cache": self._cache_info(),
             "sources": self.sources,
         }
+
+    def _cache_info(self) -> dict[str, int]:
+        """The cached text documents (:mod:`streamtopic.doccache`): partitions, documents,
+        (document, word) entries, tokens and bytes on disk."""
+        from ._scratch import disk_bytes
+
+        parts = self.cached_partitions()
+        versions = {p.version for p in parts}
+        return {"partitions": len(parts), "n_docs": sum(p.record.n_docs for p in parts),
+                "nnz": sum(p.record.nnz for p in parts),
+                "n_tokens": sum(p.record.tokens for p in parts),
+                "bytes": sum(disk_bytes(os.path.join(self.path, _vname(v), "D"))
+                             for v in versions)}
 
     def missing_blocks(self) -> list[list[int]]:
         """The blocks [i, j, version] recorded with non-zeros whose chunk files are gone: a
@@ -1082,6 +1137,7 @@ class CooccurrenceStore:
                 problems.append(f"the stored sum of Q adds up to {total:.12g}, not to " + (
                     f"the {self.n_docs:,} documents counted" if "q_mass" not in self._head()
                     else f"its recorded total {want:.12g}"))
+        problems += self._verify_cached(threads)
         try:
             self.check_manifest()
         except StoreError as exc:
@@ -1096,6 +1152,27 @@ class CooccurrenceStore:
             except StoreError as exc:
                 problems.append(str(exc))
         return problems
+
+    def _verify_cached(self, threads: int | None) -> list[str]:
+        """The problems of the cached documents: each partition read and checked."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from .cluster import usable_cores
+
+        try:
+            parts = self.cached_partitions()
+        except StoreError as exc:
+            return [str(exc).split(": ", 1)[-1]]
+
+        def check(part: CachedPartition) -> str | None:
+            try:
+                self.read_cached(part)
+            except StoreError as exc:
+                return str(exc).split(": ", 1)[-1]
+            return None
+
+        with ThreadPoolExecutor(max(1, min(threads or usable_cores(), len(parts) or 1))) as pool:
+            return [p for p in pool.map(check, parts) if p is not None]
 
     def check_manifest(self) -> list[dict[str, Any]]:
         """The manifest of inputs, if it is the one the store wrote: its digest must match
@@ -1168,6 +1245,7 @@ class CooccurrenceStore:
             grp = zarr.open_group(self.path, mode="r+")
             c, V = self.chunk_size, self.V
             grp.create_group(f"{txn.group_path}/S")  # sparse blocks' parent, made once
+            grp.create_group(f"{txn.group_path}/D")  # the cached documents' parent
             V = txn.V or V
             return grp.create_array(
                 f"{txn.group_path}/Q", shape=(V, V), chunks=(c, c), dtype="f8", fill_value=0.0,
@@ -1193,6 +1271,7 @@ class CooccurrenceStore:
         new_sources: Sequence[dict[str, Any]] = (),
         unkept: Sequence[str] | None = None,
         extra: dict[str, Any] | None = None,
+        documents: Sequence[PartitionRecord] = (),
     ) -> None:
         """Finish a round: write its counts and block map, then switch the head atomically.
 
@@ -1203,6 +1282,7 @@ class CooccurrenceStore:
         (:func:`write_q_block`); ``mirrored``: those stored as the transpose of their
         mirror image's sparse block (``MIRRORED``). ``unkept``: words the round read that
         are not in the vocabulary, added to the head's record of them (:attr:`unkept_words`).
+        ``documents``: the round's cached partitions of text (:mod:`streamtopic.doccache`).
         """
         try:
             head = self._head()
@@ -1227,6 +1307,9 @@ class CooccurrenceStore:
                 "sources_digest": sources_digest(self.uid, sources),
                 "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "counts_known": bool(head.get("counts_known", True)),
+                "documents": [r.as_list() for r in documents],
+                "document_versions": list(head.get("document_versions", []))
+                + ([number] if documents else []),
             })
             attrs.update(extra or {})
             vg.attrs.update(attrs)
@@ -1316,14 +1399,18 @@ class CooccurrenceStore:
         head = self.version
         kept = {head} | {v for v in leased if 0 < v <= head}
         maps = {}
+        referenced = set(kept)
         for v in kept:
             if v == 0:
                 continue
             try:
                 maps[v] = np.asarray(_array(self._root, f"{_vname(v)}/block_versions")[:])
+                # the versions whose cached documents this one reads
+                doc_versions: Any = _group(self._root, _vname(v)).attrs.get(
+                    "document_versions", [])
+                referenced |= {int(x) for x in doc_versions}
             except Exception:  # a leased version we cannot read: delete nothing this time
                 return
-        referenced = set(kept)
         for bv in maps.values():
             referenced |= set(np.unique(bv).tolist())
         grp = zarr.open_group(self.path, mode="r+")

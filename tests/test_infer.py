@@ -29,6 +29,7 @@ from streamtopic.inference import (
     infer_corpus,
     infer_topics,
     model_tokenizer,
+    with_token_cache,
 )
 from streamtopic.model import AnchorTopicModel
 from streamtopic.vocabulary import Tokenizer
@@ -220,6 +221,27 @@ def test_infer_corpus_writes_one_row_per_document(news_model, tmp_path):
     np.testing.assert_array_equal(
         np.column_stack([table[f"topic_{k}"].to_numpy() for k in range(8)]), expected)
     assert table["position"].to_pylist() == list(range(N_NEWS))
+
+
+def test_infer_on_the_training_text_reads_the_token_cache(news_model, tmp_path):
+    """The training text is not tokenised again: its partitions come from the store's token
+    cache, with the same rows, positions and sources as the text gives; a copy of the text
+    at another path, or the text changed since, is read as text."""
+    model = AnchorTopicModel.load(news_model["model"])
+    path = str(news_model["corpus"])
+    corpus = read_corpus(path, tokenizer=model_tokenizer(model))
+    swapped = with_token_cache(corpus, model)
+    assert {p.kind for p in swapped.parts} == {"cache"}
+    assert [s.path for s in swapped.sources] == [os.path.abspath(path)]
+    infer_corpus(model, swapped, tmp_path / "cache.zarr")
+    infer_corpus(model, corpus, tmp_path / "text.zarr")  # a Corpus given is read as planned
+    a, b = (zarr.open_group(tmp_path / n, mode="r") for n in ("cache.zarr", "text.zarr"))
+    for name in ("theta", "source", "position"):
+        np.testing.assert_array_equal(a[name][:], b[name][:])
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(news_model["corpus"].read_bytes())
+    other = read_corpus(str(copy), tokenizer=model_tokenizer(model))
+    assert {p.kind for p in with_token_cache(other, model).parts} == {"bytes"}
 
 
 def test_infer_corpus_names_the_files_of_a_directory(news_model, tmp_path):

@@ -438,28 +438,71 @@ def _refined_fit(store):
 
 
 def test_recorded_inputs_are_verified_before_they_are_read(tmp_path):
+    """Inputs the refinement reads again (counts: HDF5 here; text has a token cache, below)
+    are checked first: a changed or missing one is an error, not a refinement on other or
+    half the data."""
+    from streamtopic.corpus import convert, read_corpus
+
     store = str(tmp_path / "s.zarr")
-    a = write_docs(tmp_path / "a.txt", 300, seed=1)
-    b = write_docs(tmp_path / "b.txt", 300, seed=2)
+    a, b = str(tmp_path / "a.h5"), str(tmp_path / "b.h5")
+    convert(read_corpus(write_docs(tmp_path / "a.txt", 300, seed=1)), a, progress=False)
+    convert(read_corpus(write_docs(tmp_path / "b.txt", 300, seed=2)), b, progress=False)
     ingest([a, b], store)
     base = _refined_fit(store).components_
     # a new modification time with the same content: the hash is checked, and it matches
     os.utime(a, ns=(time.time_ns(), time.time_ns() + 10**9))
     np.testing.assert_array_equal(_refined_fit(store).components_, base)
     # changed content
-    original = open(a).read()
-    open(a, "w").write(original.replace("wa", "wb", 5))
-    with pytest.raises(StoreError, match="a.txt: changed since it was ingested"):
+    original = open(a, "rb").read()
+    convert(read_corpus(write_docs(tmp_path / "c.txt", 300, seed=3)), a + ".new",
+            progress=False)
+    os.replace(a + ".new", a)
+    with pytest.raises(StoreError, match="a.h5: changed since it was ingested"):
         _refined_fit(store)
-    open(a, "w").write(original)
+    open(a, "wb").write(original)
     # a deleted input: an error, not a refinement on half the corpus
     os.rename(b, b + ".away")
-    with pytest.raises(StoreError, match="b.txt: an input of .* is missing"):
+    with pytest.raises(StoreError, match="b.h5: an input of .* is missing"):
         _refined_fit(store)
     with pytest.raises(StoreError, match="is missing"):
         st.AnchorTopicModel(3, seed=0, progress=False).fit(store)  # refine_passes='auto'
     os.rename(b + ".away", b)
     np.testing.assert_array_equal(_refined_fit(store).components_, base)
+
+
+def test_text_is_refined_from_the_token_cache(tmp_path):
+    """Text is tokenised once: the refinement reads the store's cached (word id, count)
+    pairs, so the same model comes out when the text files are gone, and a damaged cache is
+    an error naming it (and `verify` finds it), never a refinement on less data."""
+    from streamtopic.corpus import recorded_corpus
+
+    store = str(tmp_path / "s.zarr")
+    a = write_docs(tmp_path / "a.txt", 300, seed=1)
+    b = write_docs(tmp_path / "b.txt", 300, seed=2)
+    ingest([a], store)
+    ingest([b], store)  # every block of version 1 is superseded: its documents are kept
+    base = _refined_fit(store).components_
+    with CooccurrenceStore.open(store) as s:
+        assert {p.version for p in s.cached_partitions()} == {1, 2}
+        corpus = recorded_corpus(s)
+        assert {src.format for src in corpus.sources} == {"cache"}
+        chunks = list(corpus.iter_chunks())
+        assert sum(ch.n_docs for ch in chunks) == 600
+        assert {ch.source for ch in chunks} == {a, b}
+    os.remove(a)
+    os.remove(b)
+    np.testing.assert_array_equal(_refined_fit(store).components_, base)
+    chunk = os.path.join(store, "versions", "v000001", "D", "p000000", "c.0")
+    data = bytearray(open(chunk, "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    open(chunk, "wb").write(bytes(data))
+    with pytest.raises(ValueError, match="p000000.*damaged"):  # a StoreError, or its kin
+        _refined_fit(store)
+    with CooccurrenceStore.open(store) as s:
+        assert any("p000000" in p for p in s.verify())
+    os.remove(chunk)
+    with pytest.raises(ValueError, match="p000000.*damaged"):
+        _refined_fit(store)
 
 
 def test_a_crafted_manifest_path_is_not_read(tmp_path):
