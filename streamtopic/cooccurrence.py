@@ -95,8 +95,9 @@ BLAS_DENSITY = 0.1
 #: most: partitions are merged up to this (about 8 partitions of 2 MiB of text), so that a
 #: link's arithmetic outweighs its task overhead (~1 ms on the distributed scheduler), the
 #: dense tiles see more documents while they are in cache and a chain adds fewer, larger
-#: sparse pieces. Memory: 2 × SYNC_EVERY link inputs at most (:func:`_chains`).
-LINK_BYTES = 32 * 2**20
+#: sparse pieces. Memory: 2 × SYNC_EVERY link inputs at most (:func:`_chains`). Read from
+#: ``STREAMTOPIC_LINK_BYTES`` at import (0: one partition a link, as before; benchmarks).
+LINK_BYTES = int(os.environ.get("STREAMTOPIC_LINK_BYTES", 64 * 2**20))
 
 #: Name prefix of a first ingest's scratch directory of spilled partitions (owned: see
 #: ``streamtopic._scratch``), for a corpus too large to keep in memory between its passes
