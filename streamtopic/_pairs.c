@@ -4,8 +4,9 @@
  * per pair of a document's (row word, column word) entries that fall in the rectangle. These
  * functions add it straight into a dense running sum, without an intermediate sparse matrix.
  *
- * The same kernels exist in numba (streamtopic/_kernels.py), which is the fallback when this
- * extension is not built. The C version exists because ingest is short-lived: loading numba and
+ * add_pairs_dense and count_pairs exist in numba too (streamtopic/_kernels.py), the fallback
+ * when this extension is not built; add_pairs_tiled (below: dense documents of each tile
+ * through BLAS) is C only, and sums in another order (equal to rounding, ~1e-15 relative). The C version exists because ingest is short-lived: loading numba and
  * its cached machine code costs about 0.3 s per process, as much as ingesting a million tokens.
  *
  * Arrays arrive through the buffer protocol (no numpy headers are needed to build):
@@ -253,7 +254,9 @@ done:
  * cache while the partition's documents stream by). Per tile, a document with na entries in
  * the tile's rows and nb in its columns costs na * nb scattered multiply-adds in the scalar
  * loop, or one more rank of a matrix product over the whole tile (BT * BT multiply-adds at
- * the rate of a GEMM). Documents with na * nb >= kappa * (tile area) are written densely into
+ * the rate of a GEMM). Rows of tiles where no document can be dense in a tile (short
+ * documents) skip the tiles, pair by pair as add_pairs_dense. Otherwise, documents with
+ * na * nb >= kappa * (tile area) are written densely into
  * two small buffers (X: weighted rows, Y: columns; up to DB documents) and added to the tile
  * in place by BLAS dgemm (beta = 1, the tile addressed through its leading dimension: no copy
  * of the accumulator); the others go through the scalar loop, as add_pairs_dense does.
@@ -275,7 +278,7 @@ typedef struct {
     const double *x;
     const double *wd;
     double *out;     /* acc's entry (r0, c0) */
-    int64_t r0, c0, ld;  /* ld: acc's row stride (items) */
+    int64_t r0, c0, c1, ld;  /* ld: acc's row stride (items) */
     dgemm_t gemm;    /* NULL: every pair through the scalar loop */
     double kappa;
     /* per row tile: its documents (those with an entry in its rows), their row spans, and
@@ -302,6 +305,19 @@ static void flush_dense(tiler_t *T, int64_t t0, int64_t t1, int64_t u0, int64_t 
     T->n_dense = 0;
 }
 
+/* Entries a0:a1 (rows) by b0:b1 (columns) of a document of weight wt, pair by pair. */
+static void scalar_pairs(tiler_t *T, double wt, int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+    const int32_t *ix = T->ix;
+    const double *x = T->x;
+    for (int64_t a = a0; a < a1; a++) {
+        double *row = T->out + (ix[a] - T->r0) * T->ld - T->c0;
+        double va = wt * x[a];
+        for (int64_t b = b0; b < b1; b++) {
+            row[ix[b]] += va * x[b];
+        }
+    }
+}
+
 /* One document's pairs in the tile: entries a0:a1 (rows) by b0:b1 (columns). */
 static void tile_document(tiler_t *T, int64_t d, int64_t a0, int64_t a1, int64_t b0, int64_t b1,
                           int64_t t0, int64_t t1, int64_t u0, int64_t u1) {
@@ -322,17 +338,14 @@ static void tile_document(tiler_t *T, int64_t d, int64_t a0, int64_t a1, int64_t
         }
         return;
     }
-    for (int64_t a = a0; a < a1; a++) {
-        double *row = T->out + (ix[a] - T->r0) * T->ld - T->c0;
-        double va = wt * x[a];
-        for (int64_t b = b0; b < b1; b++) {
-            row[ix[b]] += va * x[b];
-        }
-    }
+    scalar_pairs(T, wt, a0, a1, b0, b1);
 }
 
-/* The documents with entries in rows [t0, t1), their spans, cursors at column c0. */
-static void row_tile(tiler_t *T, int64_t n_docs, int64_t t0, int64_t t1) {
+/* The documents with entries in rows [t0, t1), their spans, cursors at column c0. Returns
+ * whether one of them may be dense in one of the row's tiles (its entries in the rows times
+ * those in the columns, at most BT, reach kappa * BT * BT) and BLAS is at hand. */
+static int row_tile(tiler_t *T, int64_t n_docs, int64_t t0, int64_t t1) {
+    int any_dense = 0;
     T->n_act = 0;
     for (int64_t d = 0; d < n_docs; d++) {
         int64_t p0 = T->ip[d], p1 = T->ip[d + 1];
@@ -346,13 +359,29 @@ static void row_tile(tiler_t *T, int64_t n_docs, int64_t t0, int64_t t1) {
         T->a1[T->n_act] = a1;
         T->cur[T->n_act] = lower(T->ix, p0, p1, T->c0);
         T->n_act++;
+        int64_t nb = lower(T->ix, T->cur[T->n_act - 1], p1, T->c1) - T->cur[T->n_act - 1];
+        any_dense |= (double)(a1 - a0) * (double)(nb < BT ? nb : BT) >= T->kappa * BT * BT;
+    }
+    return any_dense && T->gemm != NULL;
+}
+
+/* Rows [t0, t1) without BLAS: each document's pairs over all the columns at once (the order
+ * of add_pairs_dense, without the tiles' bookkeeping, which short documents would feel). */
+static void scalar_row_tile(tiler_t *T, int64_t c1) {
+    for (int64_t k = 0; k < T->n_act; k++) {
+        int64_t d = T->doc[k];
+        int64_t b1 = lower(T->ix, T->cur[k], T->ip[d + 1], c1);
+        scalar_pairs(T, T->wd[d], T->a0[k], T->a1[k], T->cur[k], b1);
     }
 }
 
 static void run_tiles(tiler_t *T, int64_t n_docs, int64_t r1, int64_t c1) {
     for (int64_t t0 = T->r0; t0 < r1; t0 += BT) {
         int64_t t1 = t0 + BT < r1 ? t0 + BT : r1;
-        row_tile(T, n_docs, t0, t1);
+        if (!row_tile(T, n_docs, t0, t1)) {
+            scalar_row_tile(T, c1);
+            continue;
+        }
         for (int64_t u0 = T->c0; u0 < c1 && T->n_act > 0; u0 += BT) {
             int64_t u1 = u0 + BT < c1 ? u0 + BT : c1;
             for (int64_t k = 0; k < T->n_act; k++) {
@@ -450,6 +479,7 @@ static PyObject *add_pairs_tiled(PyObject *self, PyObject *args) {
     T.out = (double *)acc.buf.buf;
     T.r0 = r0;
     T.c0 = c0;
+    T.c1 = c1;
     T.kappa = kappa;
     Py_BEGIN_ALLOW_THREADS
     run_tiles(&T, n_docs, r1, c1);
