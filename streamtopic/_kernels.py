@@ -9,8 +9,11 @@ cached beside the module (``cache=True``).
 
 Ingest runs the C copy of the pair kernels (``streamtopic/_pairs.c``), which loads in a
 millisecond where numba takes about 0.3 s per process; the ones here are its fallback when the
-extension was not built (:func:`streamtopic.cooccurrence.pair_kernels`). The EM kernels of the
-refinement (:func:`cvb0_estep`) are numba only.
+extension was not built (:func:`streamtopic.cooccurrence.pair_kernels`). The C extension also
+has the tiled kernel ``add_pairs_tiled``, which sends the documents dense in a tile of the
+running sum through BLAS (dgemm, in place) and what ingest uses by default; it has no numba
+twin: without the extension, ingest counts every pair with :func:`add_pairs_dense`. The EM
+kernels of the refinement (:func:`cvb0_estep`) are numba only.
 
 Determinism. With ``fastmath`` a sum is vectorised in an order of its own; in a loop that
 also stores to an array, LLVM guards the vector code with a run-time check that the arrays

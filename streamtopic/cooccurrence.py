@@ -24,11 +24,12 @@ The pipeline, all in Dask:
    w_d = 1 / (n_d (n_d − 1)), and the exact diagonal of its Σ_d Q_d; the upper triangle of
    Q's blocks is cut into *groups* of whole zarr blocks (Q is symmetric: the lower triangle
    is the mirror image, computed by no one);
-2. per group, a linear chain of tasks adds each partition's w_d h_d h_dᵀ on the group's
-   rectangle into one running sum: densely, by a compiled pair kernel that needs no
-   intermediate sparse product, or with scipy's sparse product while the group's part of Q is
-   still mostly empty. The links of one round run in parallel; memory does not grow with the
-   number of partitions;
+2. per group, a linear chain of tasks adds the documents' w_d h_d h_dᵀ on the group's
+   rectangle into one running sum, each link a few partitions' documents (up to
+   ``LINK_BYTES``): densely, tile by tile, the documents dense in a tile through a BLAS
+   matrix product and the others by a compiled pair kernel (no intermediate sparse product),
+   or with scipy's sparse product while the group's part of Q is still mostly empty. The
+   links of one round run in parallel; memory does not grow with the number of partitions;
 3. per group, exactly one task adds the sum to the head's blocks and writes the new version's
    blocks and their transposes into the mirror blocks (no two tasks ever write one chunk);
 4. the client commits the version: one atomic switch of the store's head.
@@ -76,6 +77,28 @@ SPLIT_EVERY = 8  # fan-in of the reduction trees (few tasks; partials are small)
 CACHE_SHARE = 0.25
 SYNC_EVERY = 4  # rounds of accumulation links per barrier (chains stay within 2 blocks)
 DENSE_FRACTION = 0.25  # a partial piece denser than this is summed as a dense array
+#: How a dense running sum counts its pairs: ``"blas"``, tile by tile (256 × 256), the
+#: documents dense in a tile through BLAS and the rest pair by pair (the C extension's
+#: ``add_pairs_tiled``); ``"scalar"``, every pair one multiply-add (``add_pairs_dense``, the
+#: reference, and the only way without the C extension). Read from ``STREAMTOPIC_PAIRS`` at
+#: import, so that worker processes follow the client's environment; tests and
+#: ``benchmarks/pairs.py`` set it. The two agree to rounding (about 1e-15 relative).
+PAIR_METHOD = os.environ.get("STREAMTOPIC_PAIRS", "blas")
+#: A document takes a tile's matrix product when na·nb >= BLAS_DENSITY · (tile area), na and
+#: nb its entries in the tile's rows and columns: the product costs the whole tile per
+#: document at GEMM's rate, the scalar loop na·nb scattered multiply-adds. Measured on one
+#: core (AMD EPYC, OpenBLAS 0.3, benchmarks/pairs.py --sweep): dgemm on a 256 × 256 tile with
+#: 8–64 documents runs at 19–23 GMAC/s, the scalar loop at 1–2 ns a pair in the head of Q
+#: (1 ns: break-even at about 0.05); on the long-document corpus 0.1 beat 0.05 and 0.2 (the
+#: densified documents also cost their rows and columns), and within ±10% of 0.03–0.3.
+BLAS_DENSITY = 0.1
+#: Bytes of weighted documents (CSR entries, 12 bytes each) one accumulation link takes at
+#: most: partitions are merged up to this (about 8 partitions of 2 MiB of text), so that a
+#: link's arithmetic outweighs its task overhead (~1 ms on the distributed scheduler), the
+#: dense tiles see more documents while they are in cache and a chain adds fewer, larger
+#: sparse pieces. Memory: 2 × SYNC_EVERY link inputs at most (:func:`_chains`). Read from
+#: ``STREAMTOPIC_LINK_BYTES`` at import (0: one partition a link, as before; benchmarks).
+LINK_BYTES = int(os.environ.get("STREAMTOPIC_LINK_BYTES", 64 * 2**20))
 
 #: Name prefix of a first ingest's scratch directory of spilled partitions (owned: see
 #: ``streamtopic._scratch``), for a corpus too large to keep in memory between its passes
@@ -616,9 +639,35 @@ def _finished(acc: Any) -> Any:
     return acc.total() if isinstance(acc, _SparseSum) else acc
 
 
-def _docs_of(partition: _Partial) -> _WeightedDocs | None:
-    """A partition's documents (its own task, so that links fetch only what they use)."""
-    return partition[0][0]
+def _docs_of(*partitions: _Partial) -> _WeightedDocs | None:
+    """The documents of one or more partitions, in order, as one :class:`_WeightedDocs` (its
+    own task, so that links fetch only what they use); None if none has any."""
+    docs = [p[0][0] for p in partitions if p[0][0] is not None]
+    if len(docs) <= 1:
+        return docs[0] if docs else None
+    offsets = np.cumsum([0] + [d.nnz for d in docs[:-1]])
+    indptr = np.concatenate([docs[0].indptr[:1]] + [d.indptr[1:] + o
+                                                   for d, o in zip(docs, offsets, strict=True)])
+    return _WeightedDocs(indptr, np.concatenate([d.indices for d in docs]),
+                         np.concatenate([d.data for d in docs]),
+                         np.concatenate([d.w for d in docs]), docs[0].V)
+
+
+def _partitions_per_link(corpus: Corpus) -> int:
+    """How many partitions one accumulation link takes (``LINK_BYTES`` of documents): a
+    partition's documents take at most about twice its decoded text (12 bytes a distinct
+    word of a document, against about 6 a token of text; less for counts)."""
+    per_partition = 2.0 * corpus.text_bytes() / max(1, corpus.npartitions)
+    return max(1, int(LINK_BYTES // max(per_partition, 1.0)))
+
+
+def _link_inputs(parts: Sequence[Any], per_link: int) -> list[Any]:
+    """The chains' inputs: consecutive runs of ``per_link`` partitions (delayed
+    :func:`_partition_partial` results), each merged into one :class:`_WeightedDocs`."""
+    from dask import delayed
+
+    docs = delayed(_docs_of, pure=True)
+    return [docs(*parts[k : k + per_link]) for k in range(0, len(parts), per_link)]
 
 
 def _stats_of(partition: _Partial) -> _Stats:
@@ -643,6 +692,41 @@ def pair_kernels() -> tuple[Any, Any]:
     return add_pairs_dense, count_pairs
 
 
+def tiled_kernel() -> Any:
+    """The C extension's ``add_pairs_tiled`` (dense documents of each tile through BLAS), or
+    None when ``PAIR_METHOD`` is ``"scalar"`` or the extension was not built."""
+    if PAIR_METHOD != "blas":
+        return None
+    try:
+        from ._pairs import add_pairs_tiled
+    except ImportError:  # built without a C compiler: the scalar kernels
+        return None
+    return add_pairs_tiled
+
+
+def _dgemm() -> Any:
+    """scipy's dgemm (``scipy.linalg.cython_blas``) as a capsule of its C function, which the
+    tiled kernel calls on tiles of the running sum in place; None if scipy has none."""
+    try:
+        from scipy.linalg import cython_blas
+    except ImportError:  # pragma: no cover - scipy always ships it
+        return None
+    return cython_blas.__pyx_capi__.get("dgemm")
+
+
+def _add_pairs(acc: np.ndarray, part: _WeightedDocs, bounds: tuple[int, int, int, int]) -> None:
+    """acc += (Σ_d w_d h_d h_dᵀ)[r0:r1, c0:c1] in place, ``acc`` of shape (r1 − r0, c1 − c0)
+    float64 C-contiguous and ``bounds = (r0, r1, c0, c1)``: the tiled kernel (BLAS for the
+    documents dense in a tile) or, with ``PAIR_METHOD = "scalar"``, the scalar pair kernel.
+    Deterministic: the same documents and rectangle give the same bits (BLAS on one thread)."""
+    tiled = tiled_kernel()
+    if tiled is None:
+        add_pairs_dense, _ = pair_kernels()
+        add_pairs_dense(acc, part.indptr, part.indices, part.data, part.w, *bounds)
+        return
+    tiled(acc, part.indptr, part.indices, part.data, part.w, *bounds, _dgemm(), BLAS_DENSITY)
+
+
 def _accumulate_piece(
     acc: Any, part: _WeightedDocs | None, bounds: tuple[int, int, int, int], *tickets: None
 ) -> Any:
@@ -659,7 +743,7 @@ def _accumulate_piece(
     counted twice. ``tickets`` only order the work. Returns the new sum."""
     if part is None or part.nnz == 0:
         return acc
-    add_pairs_dense, count_pairs = pair_kernels()
+    _, count_pairs = pair_kernels()
     r0, r1, c0, c1 = bounds
     area = (r1 - r0) * (c1 - c0)
     if acc is None and count_pairs(part.indptr, part.indices, r0, r1, c0, c1) > (
@@ -667,7 +751,7 @@ def _accumulate_piece(
     ):
         acc = np.zeros((r1 - r0, c1 - c0))
     if isinstance(acc, np.ndarray):
-        add_pairs_dense(acc, part.indptr, part.indices, part.data, part.w, r0, r1, c0, c1)
+        _add_pairs(acc, part, bounds)
         return acc
     piece = _group_product(part, r0, r1, c0, c1)
     if piece.nnz == 0:
@@ -820,16 +904,16 @@ def _transposed(block: Any, rows: int = 64) -> Any:
     return out
 
 
-def _chains(parts: list[Any], grid: _Grid, homes: Sequence[str] = ()) -> list[Any]:
+def _chains(parts: Sequence[Any], grid: _Grid, homes: Sequence[str] = ()) -> list[Any]:
     """Sum each group's contributions along a linear chain of tasks, rounds in step.
 
-    Link (k, g) adds partition k into group g's running sum. The links of one round run in
-    parallel. Rounds come in blocks of ``SYNC_EVERY``; a barrier waits for every link of a
-    block's last round, and the links of block m also wait for the barrier of block m − 2, so
-    the chains stay within two blocks of each other: memory holds one running sum per group
-    plus at most 2 × ``SYNC_EVERY`` partitions' documents, however many partitions there are,
-    and no running sum ever moves to another group's worker. Returns the final sum of each
-    group.
+    Link (k, g) adds link input k (the documents of a few partitions, :func:`_link_inputs`)
+    into group g's running sum. The links of one round run in parallel. Rounds come in blocks
+    of ``SYNC_EVERY``; a barrier waits for every link of a block's last round, and the links
+    of block m also wait for the barrier of block m − 2, so the chains stay within two blocks
+    of each other: memory holds one running sum per group plus at most 2 × ``SYNC_EVERY``
+    link inputs (``LINK_BYTES`` each), however many partitions there are, and no running sum
+    ever moves to another group's worker. Returns the final sum of each group.
 
     On a distributed cluster, ``homes`` (worker addresses) spreads the chains: chain g
     prefers worker ``homes[g mod len(homes)]`` (a loose restriction: any worker takes over if
@@ -1625,7 +1709,7 @@ def _count_round(
     head_nnz = np.full((nb, nb), -1, np.int64) if head_nnz is None else _padded(head_nnz, nb)
     writes = []
     homes = worker_addresses()
-    totals = _chains([delayed(_docs_of, pure=True)(p) for p in parts], grid, homes)
+    totals = _chains(_link_inputs(parts, _partitions_per_link(corpus)), grid, homes)
     stats_d = _tree(_sum_stats, [delayed(_stats_of, pure=True)(p) for p in parts])
     for n, ((i, g), total) in enumerate(zip(grid.groups, totals, strict=True)):
         old = np.array([head_bv[i, j] for j in grid.blocks(i, g)], dtype=np.int64)

@@ -84,7 +84,9 @@ def compiled_pairs() -> ModuleType:
 def pair_kernels(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
     """One implementation of the ingest pair kernels, the C extension (when built) or the
     numba fallback, as ``.add_pairs_dense``, ``.count_pairs`` and ``.name``. In-process
-    ingests inside the test use it."""
+    ingests inside the test use it: with the C extension, dense running sums take its tiled
+    kernel (BLAS for dense documents, ``PAIR_METHOD = "blas"``); with numba, the scalar
+    kernel (``PAIR_METHOD = "scalar"``)."""
     module: ModuleType | None
     if request.param == "c":
         module = _compiled_pairs()
@@ -93,6 +95,8 @@ def pair_kernels(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
         from streamtopic import _kernels as module
     kernels = (module.add_pairs_dense, module.count_pairs)
     monkeypatch.setattr("streamtopic.cooccurrence.pair_kernels", lambda: kernels)
+    monkeypatch.setattr("streamtopic.cooccurrence.PAIR_METHOD",
+                        "blas" if request.param == "c" else "scalar")
     return SimpleNamespace(name=request.param, add_pairs_dense=kernels[0],
                            count_pairs=kernels[1])
 
