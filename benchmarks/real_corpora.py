@@ -110,7 +110,12 @@ SHARED = os.path.normpath(os.path.join(REPO, "..", "shared", "data"))
 NEWS_ARCHIVE = os.path.join(SHARED, "20newsgroups", "20news-bydate.tar.gz")
 KOS_DOCWORD = os.path.join(SHARED, "uci-kos", "docword.kos.txt.gz")
 CORPORA = {"20ng": "20 Newsgroups (bydate): train folder -> model, test folder -> scoring",
-           "kos": "UCI KOS blog entries: streamtopic split (test fraction 0.1, seed 0)"}
+           "kos": "UCI KOS blog entries: streamtopic split (test fraction 0.1, seed 0)",
+           "longdocs": "20 Newsgroups training messages joined by newsgroup and thread into "
+                       "documents of 2,000-50,000 words, repeated in shuffled order to "
+                       f"{60_000_000:,} words (benchmarks/rawtext_corpora.py longdocs); the "
+                       "test messages joined the same way -> scoring"}
+LONGDOCS_WORDS = 60_000_000
 KOS_SPLIT = ["--test-fraction", "0.1", "--seed", "0"]
 
 TOP_N = 20
@@ -200,6 +205,17 @@ def prepare_kos(datadir: str) -> dict[str, Any]:
             json.dump(stamp, fh)
     return {"train_input": train, "test_input": test,
             "prepared_by": _shown(["streamtopic", *cmd[len(fitbench.streamtopic_cmd()):]])}
+
+
+def prepare_longdocs(datadir: str) -> dict[str, Any]:
+    """The long-document corpus of issue 24 (``rawtext_corpora.py longdocs``), as JSON Lines."""
+    import rawtext_corpora
+
+    stats = rawtext_corpora.build_longdocs(datadir, LONGDOCS_WORDS, 0)
+    return {"train_input": os.path.join(datadir, "train.jsonl.gz"),
+            "test_input": os.path.join(datadir, "test.jsonl.gz"), "corpus": stats,
+            "prepared_by": f"python benchmarks/rawtext_corpora.py longdocs DIR --words "
+                           f"{LONGDOCS_WORDS} --seed 0"}
 
 
 def _shown(cmd: list[str]) -> str:
@@ -814,7 +830,8 @@ def write(result: dict[str, Any], path: str) -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--corpora", default="20ng,kos", help="Comma-separated: 20ng, kos.")
+    p.add_argument("--corpora", default="20ng,kos",
+                   help="Comma-separated: 20ng, kos, longdocs.")
     p.add_argument("--topics", default="20,50", help="Comma-separated K values.")
     p.add_argument("--repeats", type=int, default=1, help="Runs per method (median time).")
     p.add_argument("--methods", default=None, help="Comma-separated method names (default all).")
@@ -860,7 +877,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def run_compare(args: argparse.Namespace, result: dict[str, Any], work: str, save: Any) -> None:
-    prepare = {"20ng": prepare_20ng, "kos": prepare_kos}
+    prepare = {"20ng": prepare_20ng, "kos": prepare_kos, "longdocs": prepare_longdocs}
     st_names = [n for n, _ in args.streamtopic_methods]
     for corpus in args.corpora:
         data = prepare[corpus](os.path.join(args.workdir, "data", corpus))

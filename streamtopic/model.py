@@ -562,7 +562,9 @@ class AnchorTopicModel:
                                                  int(self.n_topics))
                 if selected is not None:
                     seconds["select"] = time.perf_counter() - t0
-                corpus = self._training_corpus(store)
+                # the source's own record of its corpus (its token cache): a store derived
+                # for a fit-time vocabulary holds only Q; refinement maps the words onto it
+                corpus = self._training_corpus(source)
                 core = self._core_words(store, refining=corpus is not None)
                 spectral = (self._spectral_store(store, scratch, seconds, held) if core is None
                             else self._spectral_core(store, core, seconds))
