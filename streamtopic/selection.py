@@ -34,7 +34,15 @@ from typing import Any
 
 import numpy as np
 
-from .store import DOC_LENGTH, CooccurrenceStore, StoreError, write_q_block
+from .store import (
+    DOC_LENGTH,
+    MIRRORED,
+    MIRRORED_DENSE,
+    SPARSE,
+    CooccurrenceStore,
+    StoreError,
+    write_q_block,
+)
 
 __all__ = ["FIT_KEEP_N", "FIT_MAX_DF", "FIT_MIN_DF", "FIT_STOP_WORDS", "Selection",
            "derive_store", "select_words", "selected_store"]
@@ -230,13 +238,15 @@ def derive_store(source: CooccurrenceStore, ids: np.ndarray, path: str,
     oov = int(head.get("n_oov_tokens", 0)) + int(np.asarray(source.word_counts)[dropped].sum())
     txn = target.begin()
     try:
-        written, nnz, sparse, mass = _copy_blocks(source, ids, target, txn)
+        written, nnz, kinds, mass = _copy_blocks(source, ids, target, txn)
         target.commit(
             txn, written=written, n_docs=source.n_docs, n_tokens=source.n_tokens,
             word_counts=np.asarray(source.word_counts)[ids],
             doc_freq=np.asarray(source.doc_freq)[ids],
             n_skipped_docs=int(head.get("n_skipped_docs", 0)), n_oov_tokens=oov,
-            n_replaced_bytes=int(head.get("n_replaced_bytes", 0)), block_nnz=nnz, sparse=sparse,
+            n_replaced_bytes=int(head.get("n_replaced_bytes", 0)), block_nnz=nnz,
+            sparse=kinds[SPARSE], mirrored=kinds[MIRRORED],
+            mirrored_dense=kinds[MIRRORED_DENSE],
             new_sources=[{k: v for k, v in s.items() if k != "version"}
                          for s in source.sources],
             extra={"q_mass": mass, "counts_known": source.counts_known},
@@ -249,12 +259,13 @@ def derive_store(source: CooccurrenceStore, ids: np.ndarray, path: str,
 
 def _copy_blocks(source: CooccurrenceStore, ids: np.ndarray, target: CooccurrenceStore,
                  txn: Any) -> tuple[list[tuple[int, int]], dict[tuple[int, int], int],
-                                    list[tuple[int, int]], float]:
-    """Write the target's blocks (I, J), I ≤ J, and their mirrors into the round ``txn``,
-    each gathered from the source blocks it touches, in a pool of threads, dense or sparse
-    (:func:`~streamtopic.store.write_q_block`). Returns the blocks written, their non-zeros,
-    those stored sparse and the total of the new stored sum (summed in a fixed
-    order: deterministic)."""
+                                    dict[int, list[tuple[int, int]]], float]:
+    """Write the target's blocks (I, J), I ≤ J, into the round ``txn``, each gathered from
+    the source blocks it touches, in a pool of threads, dense or sparse
+    (:func:`~streamtopic.store.write_q_block`); their mirror images read them transposed.
+    Returns the blocks written, their non-zeros, the blocks of each stored kind other than
+    dense (``SPARSE``, ``MIRRORED``, ``MIRRORED_DENSE``) and the total of the new stored sum
+    (summed in a fixed order: deterministic)."""
     from .cluster import usable_cores
     from .passes import QBlocks
 
@@ -268,9 +279,6 @@ def _copy_blocks(source: CooccurrenceStore, ids: np.ndarray, target: Cooccurrenc
         rows, cols = target.block_slices(i, j)
         block = _gather(src, ids[rows], ids[cols])
         n, sparse = write_q_block(target.path, txn.number, rows, cols, block, arr)
-        if n and i != j:
-            write_q_block(target.path, txn.number, cols, rows, np.ascontiguousarray(block.T),
-                          arr)
         return n, sparse, float(block.sum()) * (1.0 if i == j else 2.0)
 
     pairs = [(i, j) for i in range(nb) for j in range(i, nb)]
@@ -278,7 +286,7 @@ def _copy_blocks(source: CooccurrenceStore, ids: np.ndarray, target: Cooccurrenc
         results = list(pool.map(job, pairs))
     written: list[tuple[int, int]] = []
     nnz: dict[tuple[int, int], int] = {}
-    sparse: list[tuple[int, int]] = []
+    kinds: dict[int, list[tuple[int, int]]] = {SPARSE: [], MIRRORED: [], MIRRORED_DENSE: []}
     mass = 0.0
     for (i, j), (n, is_sparse, total) in zip(pairs, results, strict=True):
         mass += total
@@ -286,8 +294,11 @@ def _copy_blocks(source: CooccurrenceStore, ids: np.ndarray, target: Cooccurrenc
             both = [(i, j)] if i == j else [(i, j), (j, i)]
             written += both
             nnz.update(dict.fromkeys(both, n))
-            sparse += both if is_sparse else []
-    return written, nnz, sparse, mass
+            if is_sparse:
+                kinds[SPARSE].append((i, j))
+            if i != j:
+                kinds[MIRRORED if is_sparse else MIRRORED_DENSE].append((j, i))
+    return written, nnz, kinds, mass
 
 
 def _gather(src: Any, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:

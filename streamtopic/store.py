@@ -56,15 +56,22 @@ log = logging.getLogger(__name__)
 
 FORMAT = "streamtopic-cooccurrence"
 #: 2: the manifest carries its digest (``sources_digest``), which readers then require;
-#: 3: sparse blocks (``S/``), listed in the head's ``sparse_blocks``
-FORMAT_VERSION = 3
+#: 3: sparse blocks (``S/``), listed in the head's ``sparse_blocks``;
+#: 4: dense blocks below the diagonal read as their mirror image transposed
+#: (``mirrored_dense_blocks``), and the token cache (``D/``, :mod:`streamtopic.doccache`)
+FORMAT_VERSION = 4
 DEFAULT_CHUNK = 2048
 #: A block with fewer non-zeros than this share of its entries is stored sparse (CSR)
 SPARSE_BELOW = 0.25
 #: How a block is stored (:attr:`CooccurrenceStore.block_sparse`): in the dense array, as a
-#: sparse block of its own, or as the transpose of its mirror image's sparse block (an
-#: ingest writes a sparse block above the diagonal once, for both)
-DENSE, SPARSE, MIRRORED = 0, 1, 2
+#: sparse block of its own, or as the transpose of its mirror image's sparse block
+#: (``MIRRORED``) or dense block (``MIRRORED_DENSE``): an ingest writes a block above the
+#: diagonal once, for both. Writing dense mirrors cost as much as the blocks themselves: Q's
+#: bytes bound the ingest of long documents (2.3 GB at 9.2M words, V = 33,385)
+DENSE, SPARSE, MIRRORED, MIRRORED_DENSE = 0, 1, 2, 3
+#: The head's record of the blocks of each stored kind (the others are DENSE)
+_KIND_RECORDS = (("sparse_blocks", SPARSE), ("mirrored_blocks", MIRRORED),
+                 ("mirrored_dense_blocks", MIRRORED_DENSE))
 _LOCK = ".streamtopic.lock"
 
 
@@ -308,8 +315,9 @@ def read_q_block(
     """Read one block of the sum from a version (zeros for version 0), times ``scale``
     (1/n_docs gives Q itself).
 
-    ``sparse``: how the block is stored (``DENSE``, ``SPARSE``, or ``MIRRORED``: the
-    transpose of block (cols, rows); the head's :attr:`~CooccurrenceStore.block_sparse`).
+    ``sparse``: how the block is stored (``DENSE``, ``SPARSE``, or ``MIRRORED`` and
+    ``MIRRORED_DENSE``: the transpose of the sparse or dense block (cols, rows); the head's
+    :attr:`~CooccurrenceStore.block_sparse`).
     The block is returned dense (ndarray, rows×cols), or, with ``stored_form``, a sparse
     block as a ``scipy.sparse.csr_matrix``.
 
@@ -323,6 +331,11 @@ def read_q_block(
         if sparse == MIRRORED:
             out: Any = _read_sparse(root, version, cols, rows).T.tocsr()
             empty = out.nnz == 0
+        elif sparse == MIRRORED_DENSE:
+            arr = zarr.open_array(store=root, path=f"{_vname(version)}/Q", mode="r")
+            out = np.ascontiguousarray(_read_padded(arr, cols, rows).T)
+            empty = not out.any()
+            sparse = DENSE  # returned dense, as stored
         elif sparse:
             out = _read_sparse(root, version, rows, cols)
             empty = out.nnz == 0
@@ -386,9 +399,10 @@ def write_q_block(
 def block_files(root: str, version: int, rows: slice, cols: slice, c: int,
                 sparse: int) -> list[str]:
     """The chunk files that hold block (rows, cols) of a version (for sizes and removal;
-    a ``MIRRORED`` block's are its mirror image's)."""
-    if sparse == MIRRORED:
+    a mirrored block's are its mirror image's)."""
+    if sparse in (MIRRORED, MIRRORED_DENSE):
         rows, cols = cols, rows
+        sparse = SPARSE if sparse == MIRRORED else DENSE
     if sparse:
         return [os.path.join(root, *_sparse_path(version, rows, cols).split("/"), "c.0")]
     return [os.path.join(root, _vname(version), "Q", "c", str(rows.start // c),
@@ -909,10 +923,11 @@ class CooccurrenceStore:
     @property
     def block_sparse(self) -> np.ndarray:
         """(nb, nb) int8: how each block is stored: ``DENSE`` (0), ``SPARSE`` (1: CSR under
-        ``S/``) or ``MIRRORED`` (2: the transpose of its mirror image's sparse block)."""
+        ``S/``), ``MIRRORED`` (2: the transpose of its mirror image's sparse block) or
+        ``MIRRORED_DENSE`` (3: of its mirror image's dense block)."""
         out = np.zeros((self.n_blocks, self.n_blocks), dtype=np.int8)
         head = self._head()
-        for name, kind in (("sparse_blocks", SPARSE), ("mirrored_blocks", MIRRORED)):
+        for name, kind in _KIND_RECORDS:
             for key in head.get(name, ()):
                 i, j = (int(x) for x in key.split(","))
                 out[i, j] = kind
@@ -1052,7 +1067,7 @@ class CooccurrenceStore:
             "blocks_total": int(bv.size),
             "nnz": nnz,
             "density": nnz / float(self.V) ** 2 if self.V else 0.0,
-            "blocks_sparse": int(np.count_nonzero(self.block_sparse)),
+            "blocks_sparse": int(np.isin(self.block_sparse, (SPARSE, MIRRORED)).sum()),
             "bytes_of_q": self.q_bytes(),
             "bytes_per_nnz": self.q_bytes() / nnz if nnz else 0.0,
             "bytes_on_disk": disk,
@@ -1268,6 +1283,7 @@ class CooccurrenceStore:
         block_nnz: dict[tuple[int, int], int] | None = None,
         sparse: Sequence[tuple[int, int]] = (),
         mirrored: Sequence[tuple[int, int]] = (),
+        mirrored_dense: Sequence[tuple[int, int]] = (),
         new_sources: Sequence[dict[str, Any]] = (),
         unkept: Sequence[str] | None = None,
         extra: dict[str, Any] | None = None,
@@ -1280,7 +1296,8 @@ class CooccurrenceStore:
         each block written (both (i, j) and its mirror); the store keeps them to detect lost
         blocks. ``sparse``: the blocks written that were stored sparse
         (:func:`write_q_block`); ``mirrored``: those stored as the transpose of their
-        mirror image's sparse block (``MIRRORED``). ``unkept``: words the round read that
+        mirror image's sparse block (``MIRRORED``); ``mirrored_dense``, of its dense block
+        (``MIRRORED_DENSE``). ``unkept``: words the round read that
         are not in the vocabulary, added to the head's record of them (:attr:`unkept_words`).
         ``documents``: the round's cached partitions of text (:mod:`streamtopic.doccache`).
         """
@@ -1295,7 +1312,9 @@ class CooccurrenceStore:
                 bv[i, j] = number
             self._write_vectors(vg, bv, word_counts, doc_freq, V)
             self._write_unkept(vg, unkept)
-            records = _block_records(head, written, block_nnz or {}, sparse, mirrored)
+            records = _block_records(head, written, block_nnz or {},
+                                     {SPARSE: sparse, MIRRORED: mirrored,
+                                      MIRRORED_DENSE: mirrored_dense})
             sources = list(head["sources"]) + [dict(s, version=number) for s in new_sources]
             added = {"n_docs": n_docs, "n_tokens": n_tokens, "n_skipped_docs": n_skipped_docs,
                      "n_oov_tokens": n_oov_tokens, "n_replaced_bytes": n_replaced_bytes}
@@ -1459,19 +1478,19 @@ def doc_length_of(config: dict[str, Any]) -> str:
 
 def _block_records(
     head: dict[str, Any], written: Sequence[tuple[int, int]],
-    block_nnz: dict[tuple[int, int], int], sparse: Sequence[tuple[int, int]],
-    mirrored: Sequence[tuple[int, int]],
+    block_nnz: dict[tuple[int, int], int], kinds_written: dict[int, Sequence[tuple[int, int]]],
 ) -> dict[str, Any]:
     """A new head's records of its blocks: the head's, with those of the blocks a round
-    wrote replaced (non-zeros, total non-zeros, sparse and mirrored blocks)."""
+    wrote replaced (non-zeros, total non-zeros, and the blocks of each stored kind other
+    than ``DENSE``: ``kinds_written`` maps a kind to the blocks the round stored so)."""
     nnz_map = dict(head.get("block_nnz", {}))
     for (i, j), n in block_nnz.items():
         nnz_map[f"{i},{j}"] = int(n)
     replaced = {f"{i},{j}" for i, j in written}
-    kinds = {name: set(head.get(name, ())) - replaced
-             for name in ("sparse_blocks", "mirrored_blocks")}
-    kinds["sparse_blocks"] |= {f"{i},{j}" for i, j in sparse}
-    kinds["mirrored_blocks"] |= {f"{i},{j}" for i, j in mirrored}
+    kinds = {}
+    for name, kind in _KIND_RECORDS:
+        kinds[name] = set(head.get(name, ())) - replaced
+        kinds[name] |= {f"{i},{j}" for i, j in kinds_written.get(kind, ())}
     return {"nnz": int(sum(nnz_map.values())), "block_nnz": nnz_map,
             **{name: sorted(keys) for name, keys in kinds.items()}}
 

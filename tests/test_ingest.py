@@ -513,14 +513,6 @@ def test_compiled_pair_kernel_rejects_bad_arrays(compiled_pairs):
     assert not acc.any()  # checked before anything is added
 
 
-def test_transposed_copy():
-    from streamtopic.cooccurrence import _transposed
-
-    x = np.random.default_rng(0).random((130, 77))
-    t = _transposed(x)
-    assert t.flags.c_contiguous and np.array_equal(t, x.T)
-
-
 @pytest.mark.parametrize("cached", [True, False])
 def test_new_store_reads_a_small_corpus_once(tmp_path, monkeypatch, cached):
     """A corpus is read and tokenised once for a new store's vocabulary and co-occurrence

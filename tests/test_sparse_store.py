@@ -93,14 +93,19 @@ def test_ingest_mixes_dense_and_sparse_blocks_exactly(tmp_path):
     with CooccurrenceStore.open(tmp_path / "s.zarr") as s:
         kinds = s.block_sparse
         assert kinds.any() and not kinds[0, 0]  # the frequent words' block is dense
-        np.testing.assert_array_equal(kinds > 0, (kinds > 0).T)  # a block and its mirror
         upper = np.triu(np.ones(kinds.shape, dtype=bool), 1)
-        # a sparse block above the diagonal is written once: its mirror reads it transposed
-        assert (kinds[upper] != store_mod.MIRRORED).all()
-        assert (kinds.T[upper][kinds[upper] == store_mod.SPARSE] == store_mod.MIRRORED).all()
-        i, j = np.argwhere(kinds == store_mod.MIRRORED)[0]
-        own = block_files(s.path, 1, *s.block_slices(i, j), s.chunk_size, store_mod.SPARSE)
-        assert not os.path.exists(own[0])
+        # a block above the diagonal is written once: its mirror reads it transposed
+        assert np.isin(kinds[upper], (store_mod.DENSE, store_mod.SPARSE)).all()
+        mirror = {store_mod.DENSE: store_mod.MIRRORED_DENSE, store_mod.SPARSE: store_mod.MIRRORED}
+        np.testing.assert_array_equal(kinds.T[upper], [mirror[k] for k in kinds[upper]])
+        assert (kinds[upper] == store_mod.DENSE).any() and (kinds[upper] == store_mod.SPARSE).any()
+        for kind, stored in ((store_mod.MIRRORED, store_mod.SPARSE),
+                             (store_mod.MIRRORED_DENSE, store_mod.DENSE)):
+            i, j = np.argwhere(kinds == kind)[0]
+            own = block_files(s.path, 1, *s.block_slices(i, j), s.chunk_size, stored)
+            assert not os.path.exists(own[0])  # no file of its own
+            src = block_files(s.path, 1, *s.block_slices(i, j), s.chunk_size, kind)
+            assert os.path.exists(src[0])  # its mirror image's
         want = reference_q(docs, s.vocab)
         got = s.read_dense(normalised=False)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
@@ -127,7 +132,8 @@ def test_updates_move_blocks_between_forms(tmp_path):
     st.ingest([str(tmp_path / "a.txt"), str(tmp_path / "b.txt")], joint, vocab=voc,
               chunk_size=10, progress=False)
     with CooccurrenceStore.open(inc) as a, CooccurrenceStore.open(joint) as b:
-        assert not a.block_sparse[0, 1] and not a.block_sparse[1, 0]
+        assert a.block_sparse[0, 1] == store_mod.DENSE  # became dense, its mirror too
+        assert a.block_sparse[1, 0] == store_mod.MIRRORED_DENSE
         np.testing.assert_array_equal(a.block_sparse, b.block_sparse)
         np.testing.assert_allclose(a.read_dense(), b.read_dense(), rtol=1e-13, atol=0)
         assert a.verify() == []
@@ -184,7 +190,8 @@ def test_fits_do_not_depend_on_the_block_form(tmp_path, monkeypatch, method):
     dense = str(tmp_path / "dense.zarr")
     _ingest(docs, dense, chunk_size=64)
     with CooccurrenceStore.open(mixed) as a, CooccurrenceStore.open(dense) as b:
-        assert a.block_sparse.any() and not b.block_sparse.any()
+        assert (a.block_sparse == store_mod.SPARSE).any()
+        assert not (b.block_sparse == store_mod.SPARSE).any()
         np.testing.assert_array_equal(a.read_dense(), b.read_dense())
     fits = [st.AnchorTopicModel(4, method=method, seed=0, progress=False).fit(p)
             for p in (mixed, dense)]
