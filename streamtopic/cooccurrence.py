@@ -43,6 +43,7 @@ import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -355,7 +356,7 @@ def _global_ids(chunk: DocChunk, index: dict[str, int]) -> np.ndarray:
                 _ID_MAPS.clear()
             _ID_MAPS[key] = hit
         return hit[1][np.asarray(chunk.term_ids, dtype=np.int64)]
-    return np.fromiter((index.get(t, -1) for t in chunk.terms), np.int64, len(chunk.terms))
+    return np.fromiter(map(index.get, chunk.terms, repeat(-1)), np.int64, len(chunk.terms))
 
 
 def _to_global(

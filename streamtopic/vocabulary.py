@@ -23,8 +23,10 @@ fraction of documents, then the ``keep_n`` terms of highest document frequency).
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -278,26 +280,96 @@ class Tokenizer:
         )
 
 
+class _ProcessIds:
+    """Ids of term strings within this process: one id per distinct string, stable for the
+    process' life, made at C speed (``map`` over ``dict.setdefault`` with a counter), so
+    that partitions' counts of string terms are summed as arrays. The key names the
+    process (a forked child starts a table of its own)."""
+
+    def __init__(self) -> None:
+        self.key = f"{uuid.uuid4().hex}-{os.getpid()}"
+        self.ids: dict[str, int] = {}
+        self.counter = itertools.count()
+
+    def of(self, terms: Sequence[str]) -> np.ndarray:
+        """The id of each of ``terms`` (T,) int64, new strings taking fresh ids."""
+        return np.fromiter(map(self.ids.setdefault, terms, self.counter), np.int64,
+                           len(terms))
+
+
+#: Distinct strings after which a process starts a new table (a new key): a long-lived
+#: process that reads many corpora keeps at most this many strings alive (about 0.5 GB)
+_MAX_PROCESS_IDS = 5_000_000
+_IDS = _ProcessIds()
+
+
+def _process_ids() -> _ProcessIds:
+    """This process' table of term ids (a fresh one past ``_MAX_PROCESS_IDS`` strings)."""
+    global _IDS
+    if len(_IDS.ids) > _MAX_PROCESS_IDS:
+        _IDS = _ProcessIds()
+    return _IDS
+if hasattr(os, "register_at_fork"):
+    def _reset_ids() -> None:
+        global _IDS
+        _IDS = _ProcessIds()
+
+    os.register_at_fork(after_in_child=_reset_ids)
+
+
+@dataclass
+class _TermCounts:
+    """Counts of string terms under one process' ids (:class:`_ProcessIds`): ``ids`` (T,)
+    int64 sorted and distinct, ``terms`` (T,) object array of the strings, ``df`` and ``tf``
+    (T,) int64."""
+
+    ids: np.ndarray
+    terms: np.ndarray
+    df: np.ndarray
+    tf: np.ndarray
+
+    @classmethod
+    def concat(cls, parts: Sequence[_TermCounts]) -> _TermCounts:
+        """The sum of ``parts`` (of one process), grouped by id with numpy (no Python loop
+        over the terms)."""
+        if len(parts) == 1:
+            return parts[0]
+        ids = np.concatenate([p.ids for p in parts])
+        uniq, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        terms = np.concatenate([p.terms for p in parts])[first]
+        sums = [np.bincount(inverse, weights=np.concatenate([getattr(p, f) for p in parts]),
+                            minlength=uniq.size).astype(np.int64) for f in ("df", "tf")]
+        return cls(uniq, terms, sums[0], sums[1])
+
+
 class TermStats:
     """Document frequencies and token counts per term, mergeable across partitions.
 
     Id-based sources (UCI, HDF5) accumulate dense arrays over their own vocabulary, keyed by
-    that vocabulary; text sources accumulate counters keyed by the term string. Merging two
-    ``TermStats`` is a sum, so a tree reduction over a ``dask.bag`` builds the corpus' counts.
+    that vocabulary. Text sources' terms are strings: each process gives them ids of its own
+    (:class:`_ProcessIds`), and counts are summed as arrays per process; the strings of
+    different processes are combined once, by :meth:`totals`. Merging two ``TermStats`` is a
+    sum, so a tree reduction over a ``dask.bag`` builds the corpus' counts.
     """
 
     def __init__(self) -> None:
         self.n_docs = 0
-        self.df: Counter[str] = Counter()
-        self.tf: Counter[str] = Counter()
+        #: process key -> counts of string terms under that process' ids
+        self.by_process: dict[str, list[_TermCounts]] = {}
         # vocab key -> (terms, df array, tf array)
         self.by_vocab: dict[str, tuple[Sequence[str], np.ndarray, np.ndarray]] = {}
 
     def add_terms(self, terms: Sequence[str], df: np.ndarray, tf: np.ndarray) -> None:
-        """Add per-term counts for the string terms ``terms``."""
-        for t, d, f in zip(terms, df.tolist(), tf.tolist(), strict=True):
-            self.df[t] += d
-            self.tf[t] += f
+        """Add per-term counts for the distinct string terms ``terms``."""
+        if not len(terms):
+            return
+        table = _process_ids()
+        ids = table.of(terms)
+        order = np.argsort(ids, kind="stable")
+        part = _TermCounts(ids[order], np.array(terms, dtype=object)[order],
+                           np.asarray(df, np.int64)[order], np.asarray(tf, np.int64)[order])
+        self.by_process.setdefault(table.key, []).append(part)
+        self._compact()
 
     def add_ids(
         self, key: str, vocab: Sequence[str], ids: np.ndarray, df: np.ndarray, tf: np.ndarray
@@ -313,8 +385,9 @@ class TermStats:
     def merge(self, other: TermStats) -> TermStats:
         """Add ``other`` into ``self`` and return ``self``."""
         self.n_docs += other.n_docs
-        self.df.update(other.df)
-        self.tf.update(other.tf)
+        for key, parts in other.by_process.items():
+            self.by_process.setdefault(key, []).extend(parts)
+        self._compact()
         for key, (vocab, dfa, tfa) in other.by_vocab.items():
             if key in self.by_vocab:
                 _, d0, t0 = self.by_vocab[key]
@@ -323,6 +396,12 @@ class TermStats:
             else:
                 self.by_vocab[key] = (vocab, dfa.copy(), tfa.copy())
         return self
+
+    def _compact(self) -> None:
+        """One array of counts per process."""
+        for key, parts in self.by_process.items():
+            if len(parts) > 1:
+                self.by_process[key] = [_TermCounts.concat(parts)]
 
     @staticmethod
     def sum(parts: Iterable[TermStats]) -> TermStats:
@@ -334,8 +413,13 @@ class TermStats:
 
     def totals(self) -> tuple[Counter[str], Counter[str]]:
         """Document frequency and token count per term string, all sources combined."""
-        df = Counter(self.df)
-        tf = Counter(self.tf)
+        df: Counter[str] = Counter()
+        tf: Counter[str] = Counter()
+        for parts in self.by_process.values():
+            for p in parts:
+                terms = p.terms.tolist()
+                df.update(dict(zip(terms, p.df.tolist(), strict=True)))
+                tf.update(dict(zip(terms, p.tf.tolist(), strict=True)))
         for vocab, dfa, tfa in self.by_vocab.values():
             nz = np.flatnonzero(tfa)
             for i in nz.tolist():

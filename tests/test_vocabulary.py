@@ -87,6 +87,28 @@ def test_term_stats_merge_is_a_sum():
     assert df == {"x": 3, "y": 1, "z": 1} and tf == {"x": 3, "y": 1, "z": 2}
 
 
+def test_term_stats_of_several_processes_sum_by_string(monkeypatch):
+    """Partitions counted in other processes (other tables of term ids, pickled to the
+    reducer) sum by their strings: the same totals as one Counter of every document."""
+    import pickle
+    from collections import Counter
+
+    from streamtopic import vocabulary
+
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(300)]
+    docs = [[words[i] for i in rng.zipf(1.5, size=30) % 300] for _ in range(400)]
+    parts = []
+    for k in range(8):  # each partition in a process of its own: a fresh table of ids
+        monkeypatch.setattr(vocabulary, "_IDS", vocabulary._ProcessIds())
+        parts.append(pickle.loads(pickle.dumps(_stats(docs[k * 50 : (k + 1) * 50]))))
+    monkeypatch.setattr(vocabulary, "_IDS", vocabulary._ProcessIds())
+    half = [TermStats.sum(parts[:4]), _stats(docs[200:])]  # also the reducer's own process
+    df, tf = TermStats.sum(half).totals()
+    assert df == Counter(w for d in docs for w in set(d))
+    assert tf == Counter(w for d in docs for w in d)
+
+
 @pytest.mark.parametrize("bad", [{"min_df": 0}, {"max_df": 0.0}, {"max_df": 1.5}, {"keep_n": 0}])
 def test_pruning_parameters_validated(bad):
     kw = {"min_df": 1, "max_df": 0.5, "keep_n": None} | bad
