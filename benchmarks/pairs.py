@@ -49,8 +49,11 @@ from _common import machine_info, write_result
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.join(HERE, "results", "pairs.json")
-DEFAULT_CORPUS = "/work/bench/longdocs-small/train.jsonl.gz"
-SHARED = os.environ.get("STREAMTOPIC_SHARED_DATA", "/work/shared/data")
+#: the long-document corpus of issue 24 (``rawtext_corpora.py longdocs``), built in the
+#: work directory unless ``--corpus`` names one
+LONGDOCS_WORDS = 60_000_000
+SHARED = os.environ.get("STREAMTOPIC_SHARED_DATA",
+                        os.path.normpath(os.path.join(HERE, "..", "..", "shared", "data")))
 DEFAULT_SHORT = [os.path.join(SHARED, "20newsgroups", "20news-bydate.tar.gz"), "synth:4000000"]
 BEFORE = {"STREAMTOPIC_PAIRS": "scalar", "STREAMTOPIC_LINK_BYTES": "0"}
 AFTER: dict[str, str] = {}
@@ -217,7 +220,8 @@ def time_ingests(corpora: list[str], workdir: str, repeats: int) -> dict[str, An
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", default=DEFAULT_CORPUS)
+    parser.add_argument("--corpus", default=None,
+                        help="a long-document corpus (default: the 60M-word one, built)")
     parser.add_argument("--short", default=",".join(DEFAULT_SHORT),
                         help="short-document corpora whose ingest is timed ('' for none)")
     parser.add_argument("--repeats", type=int, default=3)
@@ -228,6 +232,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     workdir = args.workdir or tempfile.mkdtemp(prefix="streamtopic-pairs-", dir="/tmp")
     os.makedirs(workdir, exist_ok=True)
+    if args.corpus is None:
+        import rawtext_corpora
+
+        folder = os.path.join(workdir, "longdocs")
+        rawtext_corpora.build_longdocs(folder, LONGDOCS_WORDS, 0)
+        args.corpus = os.path.join(folder, "train.jsonl.gz")
     result: dict[str, Any] = {"benchmark": "pairs", "machine": machine_info(),
                               "corpus": os.path.abspath(args.corpus),
                               "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
