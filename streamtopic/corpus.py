@@ -56,6 +56,7 @@ import scipy.sparse as sp
 
 from . import _gzindex
 from ._io import written_aside
+from ._tokenize import BatchTokenizer, kernel_flags
 from .doccache import CachedDocuments, DamagedCacheError, PartitionRecord, read_partition
 from .vocabulary import TermStats, Tokenizer, read_vocab_file
 
@@ -632,7 +633,13 @@ class _ChunkBuilder:
 
     With a fixed ``vocabulary`` (V words), each document's tokens are counted straight onto
     it: the chunk's terms are the V words, tokens outside them (stop words included) are
-    dropped, and the input lengths are those of the text as usual."""
+    dropped, and the input lengths are those of the text as usual.
+
+    A tokenizer built from options (no analyzer, the default or the legacy pattern) runs in
+    the compiled kernel (:class:`~streamtopic._tokenize.BatchTokenizer`): the documents of a
+    chunk are queued, ASCII ones as raw bytes, and tokenised and counted in one call when
+    the chunk is full; the chunks are the same as the Python path's.
+    """
 
     def __init__(self, source: str, first_doc: int, tokenizer: Tokenizer,
                  vocabulary: tuple[str, ...] | None = None) -> None:
@@ -640,7 +647,10 @@ class _ChunkBuilder:
         self.next_doc = first_doc
         self.tokenizer = tokenizer
         self.vocabulary = vocabulary
-        self.fixed = None if vocabulary is None else _fixed_index(vocabulary, tokenizer)
+        self.kernel = (BatchTokenizer(tokenizer, vocabulary)
+                       if kernel_flags(tokenizer) is not None else None)
+        self.fixed = (None if vocabulary is None or self.kernel is not None
+                      else _fixed_index(vocabulary, tokenizer))
         self.chunks: list[DocChunk] = []
         self._reset()
 
@@ -650,51 +660,76 @@ class _ChunkBuilder:
         self.indptr: list[int] = [0]
         self.lengths: list[int] = []
         self.replaced = 0
+        self.n_docs = 0
+
+    def add_bytes(self, raw: bytes) -> None:
+        """Decode (UTF-8, see :func:`_decode`), tokenise and add a document."""
+        if self.kernel is not None and raw.isascii():
+            self.kernel.add_ascii(raw)
+            self._end_document(0, 0)
+            return
+        self.add_text(*_decode(raw))
 
     def add_text(self, text: str, replaced: int = 0) -> None:
         """Tokenise and add a document."""
-        if self.fixed is None:
-            self.add(*self.tokenizer.tokens_and_length(text), replaced=replaced)
-            return
-        self.add_matches(self.tokenizer.matches(text), replaced)
+        if self.kernel is not None:
+            self.kernel.add_text(text)
+            self._end_document(0, replaced)
+        elif self.fixed is None:
+            self._add_tokens(*self.tokenizer.tokens_and_length(text), replaced=replaced)
+        else:
+            self.add_matches(self.tokenizer.matches(text), replaced)
 
     def add_matches(self, matches: list[str], replaced: int = 0) -> None:
         """Add a document given as its tokens before stop words are removed."""
-        if self.fixed is None:
+        if self.kernel is not None:
+            self.kernel.add_tokens(matches)
+            self._end_document(0, replaced)
+        elif self.fixed is None:
             stops = self.tokenizer.stop_word_set
-            self.add([t for t in matches if t not in stops], len(matches), replaced)
-            return
-        self.ids.extend(map(self.fixed.get, matches, repeat(-1)))
-        self._end_document(len(matches), replaced)
+            self._add_tokens([t for t in matches if t not in stops], len(matches), replaced)
+        else:
+            self.ids.extend(map(self.fixed.get, matches, repeat(-1)))
+            self._end_document(len(matches), replaced)
 
-    def add(self, tokens: list[str], length: int | None = None, replaced: int = 0) -> None:
-        """Add a document: its ``tokens`` and its input length (default: ``len(tokens)``)."""
+    def _add_tokens(self, tokens: list[str], length: int, replaced: int = 0) -> None:
+        """Python path: add a document's kept ``tokens`` and its input length."""
         index = self.index
         self.ids.extend([index.setdefault(t, len(index)) for t in tokens])
-        self._end_document(len(tokens) if length is None else length, replaced)
+        self._end_document(length, replaced)
 
     def _end_document(self, length: int, replaced: int) -> None:
-        self.indptr.append(len(self.ids))
-        self.lengths.append(length)
+        if self.kernel is None:
+            self.indptr.append(len(self.ids))
+            self.lengths.append(length)
         self.replaced += replaced
-        if len(self.indptr) > CHUNK_DOCS:
+        self.n_docs += 1
+        if self.n_docs >= CHUNK_DOCS:
             self.flush()
 
-    def flush(self) -> None:
-        n = len(self.indptr) - 1
-        if n == 0:
-            return
+    def _counted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, Sequence[str]]:
+        """The chunk's token ids (n_kept,) int32, indptr (n_docs + 1,) int64, input lengths
+        (n_docs,) int64 and terms."""
+        if self.kernel is not None:
+            batch = self.kernel.run()
+            return batch.ids, batch.indptr, batch.lengths, batch.terms
         ids = np.asarray(self.ids, dtype=np.int32)
         indptr = np.asarray(self.indptr, dtype=np.int64)
-        terms: Sequence[str] = list(self.index)
-        if self.vocabulary is not None:
-            keep = ids >= 0
-            indptr = np.r_[0, np.cumsum(keep)][indptr]
-            ids, terms = ids[keep], self.vocabulary
+        lengths = np.asarray(self.lengths, dtype=np.int64)
+        if self.vocabulary is None:
+            return ids, indptr, lengths, list(self.index)
+        keep = ids >= 0
+        return ids[keep], np.r_[0, np.cumsum(keep)][indptr], lengths, self.vocabulary
+
+    def flush(self) -> None:
+        n = self.n_docs
+        if n == 0:
+            return
+        ids, indptr, lengths, terms = self._counted()
         m = sp.csr_matrix((np.ones(len(ids), np.int32), ids, indptr), shape=(n, len(terms)))
         m.sum_duplicates()
         self.chunks.append(DocChunk(m, terms, self.source, self.next_doc, self.replaced,
-                                    lengths=np.asarray(self.lengths, dtype=np.int64)))
+                                    lengths=lengths))
         self.next_doc += n
         self._reset()
 
@@ -717,13 +752,12 @@ def _read_text_part(part: _PartitionPlan, tokenizer: Tokenizer,
     field_name = part.opt("text_field", "text")
     offset = part.start
     for i, line in enumerate(lines):
+        if not jsonl:
+            builder.add_bytes(line)
+            continue
         text, replaced = _decode(line)
-        if jsonl:
-            if not text.strip():
-                offset += len(line) + 1
-                continue
-            text = _json_text(part, text, field_name, offset, i)
-        builder.add_text(text, replaced)
+        if text.strip():
+            builder.add_text(_json_text(part, text, field_name, offset, i), replaced)
         offset += len(line) + 1
     builder.flush()
     return builder.chunks
@@ -788,8 +822,7 @@ def _read_files_part(part: _PartitionPlan, tokenizer: Tokenizer,
                 raw = fh.read()
             if src.strip_headers:
                 raw = _strip_header_block(raw, src.keep_subject)
-            text, replaced = _decode(raw)
-            builder.add_text(text, replaced)
+            builder.add_bytes(raw)
     else:
         members: tuple[tuple[int, int], ...] = part.opt("members", ())
         if members:
@@ -800,8 +833,7 @@ def _read_files_part(part: _PartitionPlan, tokenizer: Tokenizer,
                 doc = raw[off - base : off - base + size]
                 if src.strip_headers:
                     doc = _strip_header_block(doc, src.keep_subject)
-                text, replaced = _decode(doc)
-                builder.add_text(text, replaced)
+                builder.add_bytes(doc)
     builder.flush()
     return builder.chunks
 

@@ -229,12 +229,19 @@ class Tokenizer:
             tokens = [t for t in tokens if t not in stops]
         return tokens, length
 
-    def matches(self, text: str) -> list[str]:
-        """The tokens of ``text`` in order, before stop words are removed."""
+    def clean(self, text: str) -> str:
+        """``text`` without its encoded lines (``drop_encoded``), then without its
+        addresses, URLs and reply attribution lines (``drop_addresses``): what the pattern
+        or the analyzer sees, before lowercasing."""
         if self.drop_encoded:  # first: an "@" inside an encoded line is no address
             text = _drop_encoded(text)
         if self.drop_addresses:
             text = _drop_addresses(text)
+        return text
+
+    def matches(self, text: str) -> list[str]:
+        """The tokens of ``text`` in order, before stop words are removed."""
+        text = self.clean(text)
         if self.analyzer is not None:
             return list(self.analyzer(text))
         if self.lowercase:
