@@ -94,6 +94,7 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 
 import numpy as np
+import scipy.sparse as sp
 from numba import njit
 
 from .vocabulary import DEFAULT_TOKEN_PATTERN, LEGACY_TOKEN_PATTERN, Tokenizer
@@ -104,6 +105,7 @@ __all__ = [
     "TokenizedBatch",
     "ascii_classes",
     "clean_ascii",
+    "count_matrix",
     "kernel_flags",
     "preloaded_table",
     "unicode_classes",
@@ -158,8 +160,6 @@ def unicode_classes() -> np.ndarray:
 LETTERS_ONLY, LOWERCASE, DROP_ENCODED, DROP_ADDRESSES, FIXED = 1, 2, 4, 8, 16
 # document kinds
 ASCII_DOC, CODE_POINTS, TOKEN_LIST = 0, 1, 2
-# triggers found in a text (_features)
-HAS_AT, HAS_REPLY, HAS_IN_ARTICLE, HAS_URL = 1, 2, 4, 8
 
 
 def _literal(s: str) -> np.ndarray:
@@ -170,10 +170,6 @@ _IN_ARTICLE = _literal("In article")
 _WRITES = _literal("writes")
 _WROTE = _literal("wrote")
 _WWW = _literal("www.")
-# 1: a character that starts or ends a trigger ("@", ":", "I", "w"); 2: a newline
-_TRIGGERS = np.zeros(128, np.uint8)
-_TRIGGERS[np.frombuffer(b"@:Iw", np.uint8)] = 1
-_TRIGGERS[10] = 2
 
 
 def kernel_flags(tokenizer: Tokenizer) -> int | None:
@@ -230,17 +226,50 @@ def _grow(arr: np.ndarray, need: int, fill: int) -> np.ndarray:
     return out
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def _copy(src: np.ndarray, a: int, b: int, dst: np.ndarray, m: int) -> int:
     """dst[m : m + b - a] = src[a:b]; the new end of dst."""
     dst[m:m + b - a] = src[a:b]
     return m + b - a
 
 
-# ----------------------------------------------------------------------------- encoded lines
+_ONES = 0x0101010101010101
+_HIGH = 0x8080808080808080
+_LOW7 = 0x7F7F7F7F7F7F7F7F
+_DEBRUIJN = 0x03F79D71B4CB0A89
+_BIT_INDEX = np.zeros(64, np.int64)  # the index of a single set bit b: (b * _DEBRUIJN) >> 58
+for _k in range(64):
+    _BIT_INDEX[((1 << _k) * _DEBRUIJN % 2**64) >> 58] = _k
 
 
 @njit(nogil=True, cache=True)
+def _positions(src: np.ndarray, n: int, byte: int, out: np.ndarray) -> int:
+    """out[:k] = where ``byte`` occurs in src[:n], in order; returns k. ``src`` (a row of the
+    work buffers, its length a multiple of 8) is read 8 bytes at a time: with y a word
+    XOR the byte repeated, ~(((y & 0x7F..) + 0x7F..) | y) & 0x80..80 has the high bit of
+    exactly the bytes of y that are zero, and each such bit's index comes from a de Bruijn
+    multiplication."""
+    words = src.view(np.uint64)
+    pattern = np.uint64(byte * _ONES)
+    k = 0
+    for w in range((n + 7) >> 3):
+        y = words[w] ^ pattern
+        z = ~(((y & np.uint64(_LOW7)) + np.uint64(_LOW7)) | y) & np.uint64(_HIGH)
+        while z:
+            bit = z & (~z + np.uint64(1))
+            i = 8 * w + (_BIT_INDEX[(bit * np.uint64(_DEBRUIJN)) >> np.uint64(58)] >> 3)
+            if i >= n:
+                break
+            out[k] = i
+            k += 1
+            z ^= bit
+    return k
+
+
+# ----------------------------------------------------------------------------- encoded lines
+
+
+@njit(nogil=True, cache=True, inline="always")
 def _printable_line(src: np.ndarray, a: int, b: int, ct: np.ndarray) -> bool:
     """src[a:b] is ``[ \\t]*[!-~]{30,}[ \\t]*``."""
     k = a
@@ -284,87 +313,64 @@ def _uuencoded_line(src: np.ndarray, a: int, b: int, ct: np.ndarray) -> bool:
     return max(w - m0, 40) <= min(60, b - m0, s - m0)
 
 
-@njit(nogil=True, cache=True)
-def _encoded_line(src: np.ndarray, a: int, j: int, ct: np.ndarray) -> int:
-    """Where the content of the line src[a:j] (a newline at j, or the end) that
+@njit(nogil=True, cache=True, inline="always")
+def _encoded_line(src: np.ndarray, n: int, a: int, j: int, ct: np.ndarray) -> int:
+    """Where the content of the line src[a:j] (a newline at j < n, or j = n) that
     ``_ENCODED_LINE`` removes ends (before a final "\r" followed by a newline), or -1 if it
     is not an encoded line."""
-    e = j - 1 if j < src.size and j > a and src[j - 1] == 13 else j
+    e = j - 1 if j < n and j > a and src[j - 1] == 13 else j
     if e - a >= 30 and (_printable_line(src, a, e, ct) or _uuencoded_line(src, a, e, ct)):
         return e
     return -1
 
 
 @njit(nogil=True, cache=True)
-def _drop_encoded(src: np.ndarray, dst: np.ndarray, ct: np.ndarray) -> tuple[int, int]:
-    """dst[:m] = ``_ENCODED_LINE.sub("\n", "\n" + src)``; returns m and the triggers
-    (``HAS_*``) of the result: those of the lines kept (no trigger spans a newline, and a
-    dropped line leaves at most its "\r")."""
-    n = src.size
+def _drop_encoded(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
+                  pos: np.ndarray) -> int:
+    """dst[:m] = ``_ENCODED_LINE.sub("\n", "\n" + src[:n])``; returns m (``pos``:
+    scratch for n positions)."""
+    k = _positions(src, n, 10, pos)
     dst[0] = 10
     m = 1
     a = 0  # the current line's start
     last = 0  # src[last:] is not yet copied
-    found = 0
-    line = 0
-    for i in range(n):
-        t = _TRIGGERS[src[i]]
-        if t == 0:
-            continue
-        if t == 1:
-            line |= _trigger(src, n, i)
-            continue
-        e = _encoded_line(src, a, i, ct)
-        if e >= 0:
-            m = _copy(src, last, a, dst, m)
-            last = e
-        else:
-            found |= line
-        line = 0
-        a = i + 1
-    e = _encoded_line(src, a, n, ct)
-    if e >= 0:
-        m = _copy(src, last, a, dst, m)
-        last = e
-    else:
-        found |= line
-    return _copy(src, last, n, dst, m), found
+    for q in range(k + 1):
+        j = pos[q] if q < k else n
+        if j - a >= 30:
+            e = _encoded_line(src, n, a, j, ct)
+            if e >= 0:
+                m = _copy(src, last, a, dst, m)
+                last = e
+        a = j + 1
+    return _copy(src, last, n, dst, m)
 
 
 # ----------------------------------------------------------------------------- addresses
 
 
 @njit(nogil=True, cache=True)
-def _trigger(src: np.ndarray, n: int, i: int) -> int:
-    """The trigger (``HAS_*`` bits) that starts or ends at src[i] (one of "@:Iw"), or 0."""
-    c = src[i]
-    if c == 64:  # "@"
-        return HAS_AT
-    if c == 58:  # ":"
-        f = 0
-        if i + 2 < n and src[i + 1] == 47 and src[i + 2] == 47:
-            f |= HAS_URL
-        if _ends_with(src, 0, i, _WRITES) or _ends_with(src, 0, i, _WROTE):
-            f |= HAS_REPLY
-        return f
-    if c == 73 and _starts_with(src, n, i, _IN_ARTICLE):
-        return HAS_IN_ARTICLE
-    if c == 119 and _starts_with(src, n, i, _WWW):
-        return HAS_URL
-    return 0
+def _has_reply(src: np.ndarray, n: int, pos: np.ndarray) -> bool:
+    """ "writes:" or "wrote:" occurs in src[:n]."""
+    for q in range(_positions(src, n, 58, pos)):
+        if _ends_with(src, 0, pos[q], _WRITES) or _ends_with(src, 0, pos[q], _WROTE):
+            return True
+    return False
 
 
 @njit(nogil=True, cache=True)
-def _features(src: np.ndarray, n: int) -> int:
-    """Which triggers of the address rules occur in src[:n] (``HAS_*`` bits)."""
-    f = 0
-    for i in range(n):
-        if _TRIGGERS[src[i]] == 1:
-            f |= _trigger(src, n, i)
-    return f
+def _has_url(src: np.ndarray, n: int, pos: np.ndarray) -> bool:
+    """ "://" or "www." occurs in src[:n]."""
+    for q in range(_positions(src, n, 58, pos)):
+        p = pos[q]
+        if p + 2 < n and src[p + 1] == 47 and src[p + 2] == 47:
+            return True
+    for q in range(_positions(src, n, 119, pos)):
+        if _starts_with(src, n, pos[q], _WWW):
+            return True
+    return False
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def _in_article_end(src: np.ndarray, n: int, i: int, ct: np.ndarray) -> int:
     """The end of the match of ``In article\\s*<[^>\\s]*>`` at src[i] ("I"), or -1."""
     if not _starts_with(src, n, i, _IN_ARTICLE):
@@ -381,25 +387,25 @@ def _in_article_end(src: np.ndarray, n: int, i: int, ct: np.ndarray) -> int:
 
 
 @njit(nogil=True, cache=True)
-def _drop_in_article(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray) -> int:
+def _drop_in_article(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
+                     pos: np.ndarray) -> int:
     """dst[:m] = ``_IN_ARTICLE.sub(" ", src[:n])``; returns m."""
     m = 0
     last = 0
-    i = 0
-    while i < n:
-        if src[i] == 73:  # "I"
-            q = _in_article_end(src, n, i, ct)
-            if q >= 0:
-                m = _copy(src, last, i, dst, m)
-                dst[m] = 32
-                m += 1
-                i = last = q
-                continue
-        i += 1
+    for q in range(_positions(src, n, 73, pos)):  # "I"
+        i = pos[q]
+        if i < last:  # inside the previous match
+            continue
+        end = _in_article_end(src, n, i, ct)
+        if end >= 0:
+            m = _copy(src, last, i, dst, m)
+            dst[m] = 32
+            m += 1
+            last = end
     return _copy(src, last, n, dst, m)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def _reply_line_end(src: np.ndarray, n: int, p: int, ct: np.ndarray) -> int:
     """If the ":" at src[p] ends a reply line (below), the position of its newline, else -1.
 
@@ -422,64 +428,74 @@ def _reply_line_end(src: np.ndarray, n: int, p: int, ct: np.ndarray) -> int:
 
 
 @njit(nogil=True, cache=True)
-def _drop_reply_lines(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray) -> int:
+def _drop_reply_lines(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
+                      pos: np.ndarray) -> int:
     """dst[:m] = ``_WRITES_LINE_REVERSED.sub("\n", src[:n][::-1])[::-1]``: the content of
     every reply line deleted (its newline kept); returns m. A line holds at most one ":"
     followed only by blanks, "\r" and its newline, so scanning the colons finds each line
     once."""
     m = 0
     last = 0
-    for p in range(n):
-        if src[p] == 58:  # ":"
-            q = _reply_line_end(src, n, p, ct)
-            if q >= 0:
-                a = p
-                while a > 0 and src[a - 1] != 10:
-                    a -= 1
-                m = _copy(src, last, a, dst, m)
-                last = q
+    for q in range(_positions(src, n, 58, pos)):  # ":"
+        p = pos[q]
+        end = _reply_line_end(src, n, p, ct)
+        if end >= 0:
+            a = p
+            while a > 0 and src[a - 1] != 10:
+                a -= 1
+            m = _copy(src, last, a, dst, m)
+            last = end
     return _copy(src, last, n, dst, m)
 
 
 @njit(nogil=True, cache=True)
-def _drop_local_parts(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray) -> int:
+def _drop_local_parts(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
+                      pos: np.ndarray) -> int:
     """dst[:m] = ``_LOCAL_PART_REVERSED.sub("@", src[:n][::-1])[::-1]``: the run of
     ``[\\w.+%=!$-]`` before each "@" deleted; returns m. The run lies between the "@" and
     the previous one (not in the class), so it is found in dst, copied verbatim."""
     m = 0
     last = 0
-    for i in range(n):
-        if src[i] == 64:
-            m = _copy(src, last, i, dst, m)
-            while m > 0 and ct[dst[m - 1]] & LOCAL:
-                m -= 1
-            dst[m] = 64
-            m += 1
-            last = i + 1
+    for q in range(_positions(src, n, 64, pos)):
+        i = pos[q]
+        m = _copy(src, last, i, dst, m)
+        while m > 0 and ct[dst[m - 1]] & LOCAL:
+            m -= 1
+        dst[m] = 64
+        m += 1
+        last = i + 1
     return _copy(src, last, n, dst, m)
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _at_domain_end(src: np.ndarray, n: int, i: int, ct: np.ndarray) -> int:
+    """The end of the match of ``@[\\w-]+(?:\\.[\\w-]+)*`` at src[i] ("@"), or -1."""
+    if i + 1 == n or not ct[src[i + 1]] & DOMAIN:
+        return -1
+    q = i + 1
+    while q < n and ct[src[q]] & DOMAIN:
+        q += 1
+    while q + 1 < n and src[q] == 46 and ct[src[q + 1]] & DOMAIN:
+        q += 1
+        while q < n and ct[src[q]] & DOMAIN:
+            q += 1
+    return q
+
+
 @njit(nogil=True, cache=True)
-def _drop_at_domains(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray) -> int:
+def _drop_at_domains(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
+                     pos: np.ndarray) -> int:
     """dst[:m] = ``_AT_DOMAIN.sub(" ", src[:n])``; returns m."""
     m = 0
     last = 0
-    i = 0
-    while i < n:
-        if src[i] == 64 and i + 1 < n and ct[src[i + 1]] & DOMAIN:
-            q = i + 1
-            while q < n and ct[src[q]] & DOMAIN:
-                q += 1
-            while q + 1 < n and src[q] == 46 and ct[src[q + 1]] & DOMAIN:
-                q += 1
-                while q < n and ct[src[q]] & DOMAIN:
-                    q += 1
+    for q in range(_positions(src, n, 64, pos)):
+        i = pos[q]
+        end = _at_domain_end(src, n, i, ct)  # a match holds no "@": i >= last
+        if end >= 0:
             m = _copy(src, last, i, dst, m)
             dst[m] = 32
             m += 1
-            i = last = q
-            continue
-        i += 1
+            last = end
     return _copy(src, last, n, dst, m)
 
 
@@ -527,45 +543,41 @@ def _drop_urls(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray) -> int:
 
 @njit(nogil=True, cache=True)
 def _drop_addresses(bufs: np.ndarray, cur: int, n: int, ct: np.ndarray,
-                    f: int) -> tuple[int, int]:
-    """``vocabulary._drop_addresses`` on bufs[cur, :n], whose triggers are ``f``, passing
-    between the two rows of ``bufs`` (each at least n + 1 long); returns the row and length
-    of the result."""
-    if f & HAS_IN_ARTICLE:
-        m = _drop_in_article(bufs[cur], n, bufs[1 - cur], ct)
-        cur = 1 - cur
-        if m != n:
-            f = _features(bufs[cur], m)
-        n = m
-    if f & (HAS_REPLY | HAS_AT):  # Python reverses text + "\n"
+                    pos: np.ndarray) -> tuple[int, int]:
+    """``vocabulary._drop_addresses`` on bufs[cur, :n], passing between the two rows of
+    ``bufs`` (each at least n + 1 long); returns the row and length of the result. A rule
+    runs whether its trigger occurs or not (it then changes nothing), except that text
+    + "\n" is reversed only if "@", "writes:" or "wrote:" occurs, as in Python."""
+    n = _drop_in_article(bufs[cur], n, bufs[1 - cur], ct, pos)
+    cur = 1 - cur
+    at = _positions(bufs[cur], n, 64, pos) > 0
+    if at or _has_reply(bufs[cur], n, pos):  # Python reverses text + "\n"
         bufs[cur, n] = 10
-        n += 1
-        if f & HAS_REPLY:
-            n = _drop_reply_lines(bufs[cur], n, bufs[1 - cur], ct)
+        n = _drop_reply_lines(bufs[cur], n + 1, bufs[1 - cur], ct, pos)
+        n = _drop_local_parts(bufs[1 - cur], n, bufs[cur], ct, pos)
+        if at:
+            n = _drop_at_domains(bufs[cur], n, bufs[1 - cur], ct, pos)
             cur = 1 - cur
-        n = _drop_local_parts(bufs[cur], n, bufs[1 - cur], ct)
-        cur = 1 - cur
-        if f & HAS_AT:
-            n = _drop_at_domains(bufs[cur], n, bufs[1 - cur], ct)
-            cur = 1 - cur
-    if f & HAS_URL:
+    if _has_url(bufs[cur], n, pos):
         n = _drop_urls(bufs[cur], n, bufs[1 - cur], ct)
         cur = 1 - cur
     return cur, n
 
 
 @njit(nogil=True, cache=True)
-def _clean(src: np.ndarray, bufs: np.ndarray, ct: np.ndarray, flags: int) -> tuple[int, int]:
+def _clean(src: np.ndarray, bufs: np.ndarray, ct: np.ndarray, flags: int,
+           pos: np.ndarray) -> tuple[int, int]:
     """The ASCII text ``src`` as the tokenizer's rules leave it, in one row of ``bufs``
-    (shape (2, ≥ len(src) + 2)); returns the row and the length."""
+    (shape (2, w), w a multiple of 8 and at least len(src) + 2); returns the row and the
+    length (``pos``: scratch for w positions)."""
+    n = _copy(src, 0, src.size, bufs[0], 0)
+    cur = 0
     if flags & DROP_ENCODED:
-        n, f = _drop_encoded(src, bufs[1], ct)
-    else:
-        n = _copy(src, 0, src.size, bufs[1], 0)
-        f = _features(src, n) if flags & DROP_ADDRESSES else 0
+        n = _drop_encoded(bufs[0], n, bufs[1], ct, pos)
+        cur = 1
     if flags & DROP_ADDRESSES:
-        return _drop_addresses(bufs, 1, n, ct, f)
-    return 1, n
+        return _drop_addresses(bufs, cur, n, ct, pos)
+    return cur, n
 
 
 # ----------------------------------------------------------------------------- tokens
@@ -607,134 +619,187 @@ def _mix(h: np.uint64, word: np.uint64) -> np.uint64:
     return h ^ (h >> np.uint64(29))
 
 
-@njit(nogil=True, cache=True, inline="always")
-def _absorb(m: int, byte: int, h: np.uint64, word: np.uint64) -> tuple[np.uint64, np.uint64]:
-    """Byte ``m`` of a key into its hash: 8 bytes make a word, mixed into h."""
-    word |= np.uint64(byte) << np.uint64(8 * (m & 7))
-    if m & 7 == 7:
-        h = _mix(h, word)
-        word = np.uint64(0)
-    return h, word
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _finish(h: np.uint64, word: np.uint64, m: int) -> np.uint64:
-    return _mix(h, word ^ np.uint64(m)) * np.uint64(0xFF51AFD7ED558CCD)
-
-
 _SEED = 0xCBF29CE484222325
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _key(buf: np.ndarray, a: int, b: int, lower: bool, key: np.ndarray
-         ) -> tuple[int, np.uint64]:
-    """key[:m] = the UTF-8 bytes of the token buf[a:b] (bytes below 128 or code points;
-    ``lower``: A-Z lowered), ``surrogatepass`` style; returns m and the hash of key[:m]
-    (:func:`_hash`)."""
-    m = 0
-    h = np.uint64(_SEED)
-    word = np.uint64(0)
-    for i in range(a, b):
-        c = np.int64(buf[i])
-        if c < 128:
-            if lower and 65 <= c <= 90:
-                c += 32
-            key[m] = c
-            h, word = _absorb(m, c, h, word)
-            m += 1
-            continue
-        if c < 0x800:
-            n, lead = 1, 0xC0
-        elif c < 0x10000:
-            n, lead = 2, 0xE0
-        else:
-            n, lead = 3, 0xF0
-        for k in range(n, -1, -1):
-            byte = (lead | (c >> (6 * k))) if k == n else 0x80 | ((c >> (6 * k)) & 0x3F)
-            key[m] = byte
-            h, word = _absorb(m, byte, h, word)
-            m += 1
-    return m, _finish(h, word, m)
+def _finalize(h: np.uint64, n: int) -> np.uint64:
+    return _mix(h, np.uint64(n)) * np.uint64(0xFF51AFD7ED558CCD)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _hash2(w0: np.uint64, w1: np.uint64, n: int) -> np.uint64:
+    """The hash of a key of n <= 16 bytes whose words are w0, w1 (:func:`_hash_words`)."""
+    return _finalize(_mix(_mix(np.uint64(_SEED), w0), w1), n)
 
 
 @njit(nogil=True, cache=True)
-def _hash(key: np.ndarray, n: int) -> np.uint64:
-    """The hash of the bytes key[:n]."""
+def _hash_words(kw: np.ndarray, n: int) -> np.uint64:
+    """The hash of a key of n bytes whose words (8 bytes each, little-endian, zero-padded,
+    at least two) are ``kw``."""
     h = np.uint64(_SEED)
-    word = np.uint64(0)
-    for m in range(n):
-        h, word = _absorb(m, np.int64(key[m]), h, word)
-    return _finish(h, word, n)
+    for j in range(max(2, (n + 7) >> 3)):
+        h = _mix(h, kw[j])
+    return _finalize(h, n)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _mask(n: int) -> np.uint64:
+    """The low n bytes of a word (0 <= n <= 8)."""
+    if n >= 8:
+        return np.uint64(0xFFFFFFFFFFFFFFFF)
+    return (np.uint64(1) << np.uint64(8 * n)) - np.uint64(1)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _lower_word(x: np.uint64) -> np.uint64:
+    """The bytes "A" to "Z" of a word of ASCII bytes lowered."""
+    upper = (x + np.uint64(0x3F * _ONES)) & ~(x + np.uint64(0x25 * _ONES)) & np.uint64(_HIGH)
+    return x | (upper >> np.uint64(2))
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _short_ascii(buf: np.ndarray, a: int, n: int, lower: bool) -> tuple[np.uint64, np.uint64]:
+    """The words of the ASCII token buf[a:a + n], n <= 16 (buf readable to a + 16): 16
+    loads and masks instead of a loop per byte; lowercased 8 bytes at a time (a byte of
+    "A" to "Z" gets 0x20: b + 0x3F has its high bit from "A" up, b + 0x25 from "[" up)."""
+    w0 = np.uint64(0)
+    w1 = np.uint64(0)
+    for j in range(8):
+        w0 |= np.uint64(buf[a + j]) << np.uint64(8 * j)
+        w1 |= np.uint64(buf[a + 8 + j]) << np.uint64(8 * j)
+    w0 &= _mask(n)
+    w1 &= _mask(max(n - 8, 0))
+    if lower:
+        return _lower_word(w0), _lower_word(w1)
+    return w0, w1
+
+
+@njit(nogil=True, cache=True)
+def _pack(key: np.ndarray, n: int, kw: np.ndarray) -> None:
+    """kw[:max(2, words)] = the words of key[:n], zero-padded."""
+    kw[:max(2, (n + 7) >> 3)] = 0
+    for j in range(n):
+        kw[j >> 3] |= np.uint64(key[j]) << np.uint64(8 * (j & 7))
+
+
+@njit(nogil=True, cache=True)
+def _key_bytes(buf: np.ndarray, a: int, b: int, lower: bool, key: np.ndarray,
+               kw: np.ndarray) -> int:
+    """key[:m] = the UTF-8 bytes of the token buf[a:b] (ASCII bytes, A-Z lowered if
+    ``lower``; or code points, surrogates as ``surrogatepass``), kw their words
+    (:func:`_pack`); returns m."""
+    m = 0
+    for i in range(a, b):
+        c = np.int64(buf[i])
+        if c < 0x80:
+            key[m] = c + 32 if lower and 65 <= c <= 90 else c
+            m += 1
+        elif c < 0x800:
+            key[m], key[m + 1] = 0xC0 | (c >> 6), 0x80 | (c & 0x3F)
+            m += 2
+        elif c < 0x10000:
+            key[m], key[m + 1] = 0xE0 | (c >> 12), 0x80 | ((c >> 6) & 0x3F)
+            key[m + 2] = 0x80 | (c & 0x3F)
+            m += 3
+        else:
+            key[m], key[m + 1] = 0xF0 | (c >> 18), 0x80 | ((c >> 12) & 0x3F)
+            key[m + 2], key[m + 3] = 0x80 | ((c >> 6) & 0x3F), 0x80 | (c & 0x3F)
+            m += 4
+    _pack(key, m, kw)
+    return m
 
 
 # ----------------------------------------------------------------------------- the term table
 # table = (slots, info, hashes, pool, meta):
-#   slots  uint64 (2^k,): 0 (empty) or (hash >> 32) << 32 | (term id + 1), at most half full
-#   info   int64 (≥ n_terms, 4): per term its offset and length in pool, its value (column of
-#          a fixed vocabulary, -1: not kept, 0: a term added by the kernel) and its number in
-#          the current batch (-1: none yet; reset at the end of each batch)
-#   hashes uint64 (≥ n_terms,), pool uint8 (the terms' UTF-8 bytes, in order), meta int64 (1,)
+#   slots  uint64 (2^k, 4), at most half full; a row per term: [0] the hash's high half and
+#          the key's length, [1], [2] its first 16 bytes as two words, [3] the term id + 1
+#          (0: an empty slot) and, in the high half, its state (int32): with a fixed
+#          vocabulary the column (-1: not kept); else -2 (not kept), -1 (kept, not yet
+#          numbered in this batch: the state after every batch) or its number in the batch.
+#          A lookup of a key of up to 16 bytes reads one row.
+#   info   int64 (≥ n_terms, 2): each term's offset and length in pool
+#   hashes uint64 (≥ n_terms,): each term's hash (for rehashing)
+#   pool   uint8: the terms' UTF-8 bytes one after another, each followed by a NUL byte
+#   meta   int64 (2,): terms, bytes of pool used
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _state(e: np.uint64) -> np.int32:
+    return np.int32(e >> np.uint64(32))  # truncated: the high half read as int32
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _with_state(e: np.uint64, state: int) -> np.uint64:
+    return (e & np.uint64(0xFFFFFFFF)) | (np.uint64(state & 0xFFFFFFFF) << np.uint64(32))
+
+
+@njit(nogil=True, cache=True)
+def _same_tail(info: np.ndarray, pool: np.ndarray, t: int, key: np.ndarray, n: int) -> bool:
+    """Term t's bytes from the 17th on are key[16:n]."""
+    o = info[t, 0]
+    for k in range(16, n):
+        if pool[o + k] != key[k]:
+            return False
+    return True
 
 
 @njit(nogil=True, cache=True, inline="always")
 def _probe(slots: np.ndarray, info: np.ndarray, pool: np.ndarray, key: np.ndarray, n: int,
-           h: np.uint64) -> tuple[int, int]:
-    """The slot of the term key[:n] (hash ``h``) and its id, or the empty slot where it
-    goes and -1."""
-    mask = np.uint64(slots.size - 1)
-    tag = h >> np.uint64(32)
+           w0: np.uint64, w1: np.uint64, h: np.uint64) -> int:
+    """The slot of the key of n bytes (words w0, w1 first, the rest in ``key``; hash h), or
+    the empty slot where it goes."""
+    mask = np.uint64(slots.shape[0] - 1)
+    head = (h >> np.uint64(32) << np.uint64(32)) | np.uint64(n)
     i = h & mask
     while True:
-        e = slots[i]
+        e = slots[i, 3]
         if e == 0:
-            return np.int64(i), -1
-        if e >> np.uint64(32) == tag:
-            t = np.int64(e & np.uint64(0xFFFFFFFF)) - 1
-            if info[t, 1] == n:
-                o = info[t, 0]
-                same = True
-                for k in range(n):
-                    if pool[o + k] != key[k]:
-                        same = False
-                        break
-                if same:
-                    return np.int64(i), t
+            return np.int64(i)
+        if slots[i, 0] == head and slots[i, 1] == w0 and slots[i, 2] == w1 and (
+                n <= 16 or _same_tail(info, pool, np.int64(e & np.uint64(0xFFFFFFFF)) - 1,
+                                      key, n)):
+            return np.int64(i)
         i = (i + np.uint64(1)) & mask
 
 
-@njit(nogil=True, cache=True, inline="always")
-def _slot_entry(h: np.uint64, t: int) -> np.uint64:
-    return (h >> np.uint64(32) << np.uint64(32)) | np.uint64(t + 1)
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _insert(table: tuple, i: int, key: np.ndarray, n: int, h: np.uint64, value: int) -> int:
-    """Add the term key[:n] at the empty slot ``i`` (room reserved); returns its id."""
+@njit(nogil=True, cache=True)
+def _insert(table: tuple, i: int, key: np.ndarray, n: int, w0: np.uint64, w1: np.uint64,
+            h: np.uint64, state: int) -> None:
+    """Add the key of n bytes (the first 16 in w0, w1, the rest in ``key``) at the empty
+    slot ``i`` (room reserved)."""
     slots, info, hashes, pool, meta = table
-    t = meta[0]
-    o = info[t - 1, 0] + info[t - 1, 1] if t > 0 else 0
-    pool[o:o + n] = key[:n]
-    info[t, 0] = o
-    info[t, 1] = n
-    info[t, 2] = value
-    info[t, 3] = -1
+    t, o = meta[0], meta[1]
+    for j in range(min(n, 16)):
+        pool[o + j] = ((w0 if j < 8 else w1) >> np.uint64(8 * (j & 7))) & np.uint64(0xFF)
+    pool[o + 16:o + n] = key[16:n]
+    pool[o + n] = 0
+    info[t, 0], info[t, 1] = o, n
     hashes[t] = h
-    slots[i] = _slot_entry(h, t)
-    meta[0] = t + 1
-    return t
+    slots[i, 0] = (h >> np.uint64(32) << np.uint64(32)) | np.uint64(n)
+    slots[i, 1], slots[i, 2] = w0, w1
+    slots[i, 3] = _with_state(np.uint64(t + 1), state)
+    meta[0], meta[1] = t + 1, o + n + 1
 
 
 @njit(nogil=True, cache=True)
-def _rehash(hashes: np.ndarray, n_terms: int, size: int) -> np.ndarray:
-    """Slots (``size``, a power of two) for the first ``n_terms`` terms."""
-    slots = np.zeros(size, np.uint64)
+def _rehash(slots: np.ndarray, hashes: np.ndarray, size: int, numbered: np.ndarray,
+            renumber: bool) -> np.ndarray:
+    """The rows of ``slots`` in ``size`` (a power of two) slots; with ``renumber``,
+    numbered[s] follows the slot of the term numbered s."""
+    out = np.zeros((size, 4), np.uint64)
     mask = np.uint64(size - 1)
-    for t in range(n_terms):
-        i = hashes[t] & mask
-        while slots[i] != 0:
+    for r in range(slots.shape[0]):
+        e = slots[r, 3]
+        if e == 0:
+            continue
+        i = hashes[np.int64(e & np.uint64(0xFFFFFFFF)) - 1] & mask
+        while out[i, 3] != 0:
             i = (i + np.uint64(1)) & mask
-        slots[i] = _slot_entry(hashes[t], t)
-    return slots
+        out[i] = slots[r]
+        if renumber and _state(e) >= 0:
+            numbered[_state(e)] = i
+    return out
 
 
 @njit(nogil=True, cache=True)
@@ -747,35 +812,37 @@ def _grow_rows(info: np.ndarray, need: int) -> np.ndarray:
 
 
 @njit(nogil=True, cache=True)
-def _reserve(table: tuple, n_new: int, n_bytes: int) -> tuple:
+def _reserve(table: tuple, n_new: int, n_bytes: int, numbered: np.ndarray,
+             renumber: bool) -> tuple:
     """``table`` with room for ``n_new`` more terms of ``n_bytes`` in all, its slots at
-    most half full."""
+    most half full (see :func:`_rehash` for the other arguments)."""
     slots, info, hashes, pool, meta = table
-    t = meta[0]
-    need = t + n_new
-    if 2 * need > slots.size:
-        size = slots.size
+    need = meta[0] + n_new
+    if 2 * need > slots.shape[0]:
+        size = slots.shape[0]
         while 2 * need > size:
             size *= 2
-        slots = _rehash(hashes, t, size)
-    used = info[t - 1, 0] + info[t - 1, 1] if t > 0 else 0
+        slots = _rehash(slots, hashes, size, numbered, renumber)
     return (slots, _grow_rows(info, need), _grow(hashes, need, 0),
-            _grow(pool, used + n_bytes, 0), meta)
+            _grow(pool, meta[1] + n_new + n_bytes, 0), meta)
 
 
 @njit(nogil=True, cache=True)
-def new_table(pool: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> tuple:
-    """A table of the distinct terms pool[offsets[t]:offsets[t + 1]] with ``values`` (column,
-    or -1: not kept)."""
-    n = values.size
-    table = (np.zeros(1024, np.uint64), np.empty((64, 4), np.int64), np.zeros(64, np.uint64),
-             np.zeros(1024, np.uint8), np.zeros(1, np.int64))
-    table = _reserve(table, n, pool.size)
+def new_table(pool: np.ndarray, offsets: np.ndarray, states: np.ndarray) -> tuple:
+    """A table of the distinct terms pool[offsets[t]:offsets[t + 1]] with their ``states``
+    (see the layout above)."""
+    n = states.size
+    table = (np.zeros((1024, 4), np.uint64), np.empty((64, 2), np.int64),
+             np.zeros(64, np.uint64), np.zeros(1024, np.uint8), np.zeros(2, np.int64))
+    table = _reserve(table, n, pool.size, np.empty(0, np.int64), False)
+    kw = np.zeros(2, np.uint64)
     for t in range(n):
         key = pool[offsets[t]:offsets[t + 1]]
-        h = _hash(key, key.size)
-        i, found = _probe(table[0], table[1], table[3], key, key.size, h)
-        _insert(table, i, key, key.size, h, values[t])
+        kw = _grow(kw, key.size // 8 + 2, 0)
+        _pack(key, key.size, kw)
+        h = _hash_words(kw, key.size)
+        i = _probe(table[0], table[1], table[3], key, key.size, kw[0], kw[1], h)
+        _insert(table, i, key, key.size, kw[0], kw[1], h, states[t])
     return table
 
 
@@ -784,31 +851,42 @@ def new_table(pool: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> tupl
 
 @njit(nogil=True, cache=True)
 def _count(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int, lower: bool, fixed: bool,
-           table: tuple, out: tuple, key: np.ndarray) -> None:
+           table: tuple, out: tuple, scratch: tuple) -> None:
     """Count the tokens buf[spans[2s]:spans[2s + 1]], s0 <= s < s1, room reserved: the ids of
-    those kept go to ``out`` = (ids, order, counters [n ids, n batch terms]), with a fixed
+    those kept go to ``out`` = (ids, numbered, counters [n ids, n numbered]), with a fixed
     vocabulary their column, else their term's number in the batch (by first occurrence;
-    ``order``: the term of each number)."""
+    numbered[s]: the slot of the term numbered s). Whether a token is kept decides no
+    branch: its id is written in any case, and the count moves on if it is kept."""
     slots, info, hashes, pool, meta = table
-    ids, order, counters = out
+    ids, numbered, counters = out
+    key, kw = scratch
+    c, nb = counters[0], counters[1]
+    short = buf.itemsize == 1  # ASCII: a key of up to 16 bytes is read as two words
     for s in range(s0, s1):
-        n, h = _key(buf, spans[2 * s], spans[2 * s + 1], lower, key)
-        i, t = _probe(slots, info, pool, key, n, h)
-        if t < 0:
+        a, b = spans[2 * s], spans[2 * s + 1]
+        n = b - a
+        if short and n <= 16:
+            w0, w1 = _short_ascii(buf, a, n, lower)
+            h = _hash2(w0, w1, n)
+        else:
+            n = _key_bytes(buf, a, b, lower, key, kw)
+            w0, w1 = kw[0], kw[1]
+            h = _hash_words(kw, n)
+        i = _probe(slots, info, pool, key, n, w0, w1, h)
+        if slots[i, 3] == 0:
             if fixed:
                 continue
-            t = _insert(table, i, key, n, h, 0)
-        v = info[t, 2]
-        if v < 0:
-            continue
-        if not fixed:
-            if info[t, 3] < 0:
-                info[t, 3] = counters[1]
-                order[counters[1]] = t
-                counters[1] += 1
-            v = info[t, 3]
-        ids[counters[0]] = v
-        counters[0] += 1
+            _insert(table, i, key, n, w0, w1, h, -1)
+        e = slots[i, 3]
+        state = _state(e)
+        if state == -1 and not fixed:  # kept, first in the batch
+            state = np.int32(nb)
+            slots[i, 3] = _with_state(e, nb)
+            numbered[nb] = i
+            nb += 1
+        ids[c] = state
+        c += state >= 0
+    counters[0], counters[1] = c, nb
 
 
 @njit(nogil=True, cache=True)
@@ -826,31 +904,45 @@ def _span_bytes(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int) -> tuple[i
 
 @njit(nogil=True, cache=True)
 def _count_spans(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int, flags: int,
-                 table: tuple, out: tuple, key: np.ndarray) -> tuple:
-    """Reserve room, then :func:`_count`; returns the (grown) table, out and key."""
+                 table: tuple, out: tuple, scratch: tuple) -> tuple:
+    """Reserve room, then :func:`_count`; returns the (grown) table, out and scratch (the
+    key's bytes and words)."""
     fixed = bool(flags & FIXED)
     n_bytes, longest = _span_bytes(buf, spans, s0, s1)
     n_new = 0 if fixed else s1 - s0
+    ids, numbered, counters = out
+    numbered = _grow(numbered, counters[1] + n_new, 0)
     if not fixed:  # a fixed table is only read (and may be shared)
-        table = _reserve(table, n_new, n_bytes)
-    ids, order, counters = out
-    out = (_grow(ids, counters[0] + s1 - s0, 0), _grow(order, counters[1] + n_new, 0),
-           counters)
-    key = _grow(key, longest, 0)
+        table = _reserve(table, n_new, n_bytes, numbered, True)
+    out = (_grow(ids, counters[0] + s1 - s0, 0), numbered, counters)
+    key, kw = scratch
+    scratch = (_grow(key, longest, 0), _grow(kw, longest // 8 + 2, 0))
     # a code-point document was lowercased by Python
     lower = bool(flags & LOWERCASE) and buf.itemsize == 1
-    _count(buf, spans, s0, s1, lower, fixed, table, out, key)
-    return table, out, key
+    _count(buf, spans, s0, s1, lower, fixed, table, out, scratch)
+    return table, out, scratch
 
 
 @njit(nogil=True, cache=True)
 def _tokenize_text(buf: np.ndarray, n: int, ct: np.ndarray, flags: int, table: tuple,
-                   out: tuple, key: np.ndarray, spans: np.ndarray) -> tuple:
-    """Find and count the tokens of buf[:n]; returns (table, out, key, spans, matches)."""
+                   out: tuple, scratch: tuple, spans: np.ndarray) -> tuple:
+    """Find and count the tokens of buf[:n] (readable to n + 16); returns (table, out,
+    scratch, spans, matches)."""
     spans = _grow(spans, 2 * ((n + 1) // 3 + 2), 0)
     k = _find_tokens(buf, n, ct, bool(flags & LETTERS_ONLY), spans)
-    table, out, key = _count_spans(buf, spans, 0, k, flags, table, out, key)
-    return table, out, key, spans, k
+    table, out, scratch = _count_spans(buf, spans, 0, k, flags, table, out, scratch)
+    return table, out, scratch, spans, k
+
+
+@njit(nogil=True, cache=True)
+def _end_batch(slots: np.ndarray, numbered: np.ndarray, nb: int) -> np.ndarray:
+    """The term id of each number, and every numbered term back to *not yet numbered*."""
+    order = np.empty(nb, np.int64)
+    for s in range(nb):
+        i = numbered[s]
+        order[s] = np.int64(slots[i, 3] & np.uint64(0xFFFFFFFF)) - 1
+        slots[i, 3] = _with_state(slots[i, 3], -1)
+    return order
 
 
 @njit(nogil=True, cache=True)
@@ -897,37 +989,37 @@ def tokenize_batch(data: np.ndarray, cps: np.ndarray, docs: np.ndarray,
     indptr = np.zeros(n_docs + 1, np.int64)
     lengths = np.zeros(n_docs, np.int64)
     out = (np.empty(1024, np.int32), np.empty(1024, np.int64), np.zeros(2, np.int64))
-    key = np.empty(64, np.uint8)
+    scratch = (np.empty(64, np.uint8), np.zeros(8, np.uint64))
     spans = np.empty(1024, np.int64)
     bufs = np.empty((2, 1024), np.uint8)
+    pos = np.empty(1024, np.int64)
     for d in range(n_docs):
         kind, a, b = docs[d, 0], docs[d, 1], docs[d, 2]
         if kind == ASCII_DOC:
-            if bufs.shape[1] < b - a + 2:
-                bufs = np.empty((2, 2 * (b - a) + 2), np.uint8)
-            row, n = _clean(data[a:b], bufs, ct, flags)
-            table, out, key, spans, k = _tokenize_text(bufs[row], n, ct, flags, table, out,
-                                                       key, spans)
+            if bufs.shape[1] < b - a + 18:
+                bufs = np.empty((2, 2 * (b - a) + 32 & ~7), np.uint8)
+                pos = np.empty(bufs.shape[1], np.int64)
+            row, n = _clean(data[a:b], bufs, ct, flags, pos)
+            table, out, scratch, spans, k = _tokenize_text(bufs[row], n, ct, flags, table,
+                                                           out, scratch, spans)
         elif kind == CODE_POINTS:
-            table, out, key, spans, k = _tokenize_text(cps[a:b], b - a, utab, flags, table,
-                                                       out, key, spans)
+            table, out, scratch, spans, k = _tokenize_text(cps[a:b], b - a, utab, flags,
+                                                           table, out, scratch, spans)
         else:
-            table, out, key = _count_spans(cps, token_spans, a, b, flags, table, out, key)
+            table, out, scratch = _count_spans(cps, token_spans, a, b, flags, table, out,
+                                               scratch)
             k = b - a
         indptr[d + 1] = out[2][0]
         lengths[d] = k
-    ids, order, counters = out
-    order = order[:counters[1]]
-    info = table[1]
-    for t in order:  # no term is numbered outside a batch
-        info[t, 3] = -1
+    ids, numbered, counters = out
+    order = _end_batch(table[0], numbered, counters[1])
     return table, ids[:counters[0]], indptr, lengths, order
 
 
 @njit(nogil=True, cache=True)
 def _clean_one(src: np.ndarray, flags: int) -> np.ndarray:
-    bufs = np.empty((2, src.size + 2), np.uint8)
-    row, n = _clean(src, bufs, ASCII_CLASSES, flags)
+    bufs = np.empty((2, src.size + 16 & ~7), np.uint8)
+    row, n = _clean(src, bufs, ASCII_CLASSES, flags, np.empty(bufs.shape[1], np.int64))
     return bufs[row, :n].copy()
 
 
@@ -945,9 +1037,9 @@ def clean_ascii(raw: bytes, drop_encoded: bool = True, drop_addresses: bool = Tr
 
 @dataclass
 class TermTable:
-    """The kernel's term table: ``arrays`` = (slots, info, hashes, pool, meta), laid out as
-    the comment above :func:`_probe` says. The first ``n_preloaded`` terms are the stop
-    words and vocabulary it was made with."""
+    """The kernel's term table: ``arrays`` = (slots, info, hashes, pool, meta), as the
+    comment above :func:`_probe` says. The first ``n_preloaded`` terms are the stop words
+    and vocabulary it was made with."""
 
     arrays: tuple[np.ndarray, ...]
     n_preloaded: int
@@ -961,18 +1053,16 @@ class TermTable:
 
     def terms(self, start: int, stop: int) -> list[str]:
         """The strings of terms start <= t < stop (one decode for all of them)."""
-        info, pool = self.arrays[1], self.arrays[3]
         if stop <= start:
             return []
-        offsets = np.append(info[start:stop, 0], info[stop - 1, 0] + info[stop - 1, 1])
-        bounds = offsets - offsets[0]
-        seg = pool[offsets[0]:offsets[-1]]
-        text = seg.tobytes().decode("utf-8", "surrogatepass")
-        if len(text) != seg.size:  # character offsets: bytes less continuation bytes
-            cont = np.concatenate(([0], np.cumsum((seg & 0xC0) == 0x80)))
-            bounds = bounds - cont[bounds]
-        b = bounds.tolist()
-        return [text[i:j] for i, j in zip(b[:-1], b[1:], strict=True)]
+        info, pool = self.arrays[1], self.arrays[3]
+        first, end = int(info[start, 0]), int(info[stop - 1, 0] + info[stop - 1, 1])
+        parts = pool[first:end].tobytes().decode("utf-8", "surrogatepass").split("\0")
+        if len(parts) == stop - start:
+            return parts
+        # a NUL inside a term (only a token list can give one): cut at the offsets
+        return [pool[o:o + n].tobytes().decode("utf-8", "surrogatepass")
+                for o, n in info[start:stop].tolist()]
 
 
 @lru_cache(maxsize=8)
@@ -981,16 +1071,17 @@ def preloaded_table(stop_words: frozenset[str],
     """A table of the stop words (not kept) and then the words of ``vocabulary`` (their
     column; a stop word in it is still not kept, a repeated word keeps its last column, as
     a dict of the vocabulary would)."""
-    values: dict[str, int] = dict.fromkeys(sorted(stop_words), -1)
+    # the states of the table's layout: not kept is -1 with a vocabulary, else -2
+    states: dict[str, int] = dict.fromkeys(sorted(stop_words), -2 if vocabulary is None else -1)
     for i, word in enumerate(vocabulary or ()):
         if word not in stop_words:
-            values[word] = i
-    encoded = [w.encode("utf-8", "surrogatepass") for w in values]
+            states[word] = i
+    encoded = [w.encode("utf-8", "surrogatepass") for w in states]
     offsets = np.zeros(len(encoded) + 1, np.int64)
     np.cumsum([len(e) for e in encoded], out=offsets[1:])
     pool = np.frombuffer(b"".join(encoded), np.uint8)
-    arrays = new_table(pool, offsets, np.fromiter(values.values(), np.int32, len(values)))
-    return TermTable(tuple(arrays), len(values))
+    arrays = new_table(pool, offsets, np.fromiter(states.values(), np.int64, len(states)))
+    return TermTable(tuple(arrays), len(states))
 
 
 @dataclass
@@ -1035,7 +1126,7 @@ class BatchTokenizer:
         self.flags = flags | (FIXED if vocabulary is not None else 0)
         base = preloaded_table(tokenizer.stop_word_set, vocabulary)
         self.table = base if vocabulary is not None else base.copy()
-        self._strings: list[str] = []  # term n_preloaded + i is _strings[i]
+        self._strings = np.empty(0, object)  # term n_preloaded + i is _strings[i]
         self._reset()
 
     def _reset(self) -> None:
@@ -1102,9 +1193,74 @@ class BatchTokenizer:
     def _terms(self, order: np.ndarray) -> list[str]:
         """The strings of the term ids ``order`` (decoding the terms added since the last
         call)."""
-        known = self.table.n_preloaded + len(self._strings)
+        known = self.table.n_preloaded + self._strings.size
         if self.table.n_terms > known:
-            self._strings += self.table.terms(known, self.table.n_terms)
-        strings = self._strings
-        base = self.table.n_preloaded
-        return [strings[t - base] for t in order.tolist()]
+            new = np.empty(self.table.n_terms - known, object)
+            new[:] = self.table.terms(known, self.table.n_terms)
+            self._strings = np.concatenate((self._strings, new))
+        result: list[str] = self._strings[order - self.table.n_preloaded].tolist()
+        return result
+
+
+@njit(nogil=True, cache=True)
+def _canonical(ids: np.ndarray, indptr: np.ndarray, n_terms: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each document's distinct ids, sorted, and how often each occurs: the distinct
+    (document, id, count) entries are bucketed by id (a counting sort), then dealt back to
+    their documents id by id, so that every row comes out sorted without comparisons."""
+    n_docs = indptr.size - 1
+    seen = np.zeros(n_terms, np.int32)
+    doc = np.empty(ids.size, np.int32)
+    col = np.empty(ids.size, np.int32)
+    cnt = np.empty(ids.size, np.int32)
+    ptr = np.zeros(n_docs + 1, np.int64)
+    k = 0
+    for d in range(n_docs):
+        first = k
+        for p in range(indptr[d], indptr[d + 1]):
+            t = ids[p]
+            if seen[t] == 0:
+                col[k] = t
+                doc[k] = d
+                k += 1
+            seen[t] += 1
+        for q in range(first, k):
+            cnt[q] = seen[col[q]]
+            seen[col[q]] = 0
+        ptr[d + 1] = k
+    start = np.zeros(n_terms + 1, np.int64)  # bucket of each id
+    for q in range(k):
+        start[col[q] + 1] += 1
+    start = np.cumsum(start)
+    order = np.empty(k, np.int64)
+    for q in range(k):
+        order[start[col[q]]] = q
+        start[col[q]] += 1
+    nxt = ptr[:-1].copy()
+    indices = np.empty(k, np.int32)
+    data = np.empty(k, np.int32)
+    for q in order:
+        r = nxt[doc[q]]
+        indices[r] = col[q]
+        data[r] = cnt[q]
+        nxt[doc[q]] = r + 1
+    return data, indices, ptr
+
+
+def count_matrix(ids: np.ndarray, indptr: np.ndarray, n_terms: int) -> sp.csr_matrix:
+    """The documents' counts: the same matrix as ``csr_matrix((ones, ids, indptr))`` after
+    ``sum_duplicates()`` (int32 counts, sorted column indices), built in one pass.
+
+    Parameters
+    ----------
+    ids : ndarray of int32, shape (n_tokens,)
+        Each document's tokens, as columns in [0, n_terms).
+    indptr : ndarray of int64, shape (n_docs + 1,)
+        Document d's tokens are ids[indptr[d]:indptr[d + 1]].
+    n_terms : int
+        Columns.
+    """
+    data, indices, ptr = _canonical(ids, indptr, n_terms)
+    m = sp.csr_matrix((data, indices, ptr), shape=(indptr.size - 1, n_terms))
+    m.has_canonical_format = True
+    return m

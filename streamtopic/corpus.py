@@ -56,7 +56,7 @@ import scipy.sparse as sp
 
 from . import _gzindex
 from ._io import written_aside
-from ._tokenize import BatchTokenizer, kernel_flags
+from ._tokenize import BatchTokenizer, count_matrix, kernel_flags
 from .doccache import CachedDocuments, DamagedCacheError, PartitionRecord, read_partition
 from .vocabulary import TermStats, Tokenizer, read_vocab_file
 
@@ -726,8 +726,7 @@ class _ChunkBuilder:
         if n == 0:
             return
         ids, indptr, lengths, terms = self._counted()
-        m = sp.csr_matrix((np.ones(len(ids), np.int32), ids, indptr), shape=(n, len(terms)))
-        m.sum_duplicates()
+        m = count_matrix(ids, indptr, len(terms))
         self.chunks.append(DocChunk(m, terms, self.source, self.next_doc, self.replaced,
                                     lengths=lengths))
         self.next_doc += n
