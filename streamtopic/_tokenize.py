@@ -206,7 +206,7 @@ def kernel_flags(tokenizer: Tokenizer) -> int | None:
 # ----------------------------------------------------------------------------- small helpers
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True)
 def _starts_with(src: np.ndarray, n: int, i: int, lit: np.ndarray) -> bool:
     """src[i : i + len(lit)] == lit, within src[:n]."""
     if i + lit.size > n:
@@ -217,7 +217,7 @@ def _starts_with(src: np.ndarray, n: int, i: int, lit: np.ndarray) -> bool:
     return True
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True)
 def _ends_with(src: np.ndarray, a: int, e: int, lit: np.ndarray) -> bool:
     """src[e - len(lit) : e] == lit, within src[a:e]."""
     if e - lit.size < a:
@@ -381,7 +381,7 @@ def _has_url(src: np.ndarray, n: int, pos: np.ndarray) -> bool:
     return False
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True)
 def _in_article_end(src: np.ndarray, n: int, i: int, ct: np.ndarray) -> int:
     """The end of the match of ``In article\\s*<[^>\\s]*>`` at src[i] ("I"), or -1."""
     if not _starts_with(src, n, i, _IN_ARTICLE):
@@ -416,7 +416,7 @@ def _drop_in_article(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
     return _copy(src, last, n, dst, m)
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True)
 def _reply_line_end(src: np.ndarray, n: int, p: int, ct: np.ndarray) -> int:
     """If the ":" at src[p] ends a reply line (below), the position of its newline, else -1.
 
@@ -478,7 +478,7 @@ def _drop_local_parts(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
     return _copy(src, last, n, dst, m)
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True)
 def _at_domain_end(src: np.ndarray, n: int, i: int, ct: np.ndarray) -> int:
     """The end of the match of ``@[\\w-]+(?:\\.[\\w-]+)*`` at src[i] ("@"), or -1."""
     if i + 1 == n or not ct[src[i + 1]] & DOMAIN:
@@ -839,7 +839,7 @@ def _reserve(table: tuple, n_new: int, n_bytes: int, numbered: np.ndarray,
 
 
 @njit(nogil=True, cache=True)
-def new_table(pool: np.ndarray, offsets: np.ndarray, states: np.ndarray) -> tuple:
+def _new_table(pool: np.ndarray, offsets: np.ndarray, states: np.ndarray) -> tuple:
     """A table of the distinct terms pool[offsets[t]:offsets[t + 1]] with their ``states``
     (see the layout above)."""
     n = states.size
@@ -980,7 +980,7 @@ def tokenize_batch(data: np.ndarray, cps: np.ndarray, docs: np.ndarray,
     flags : int
         ``LETTERS_ONLY | LOWERCASE | DROP_ENCODED | DROP_ADDRESSES | FIXED`` bits.
     table : tuple
-        The term table (:func:`new_table`); updated in place (read only with ``FIXED``).
+        The term table (:func:`_new_table`); updated in place (read only with ``FIXED``).
 
     Returns
     -------
@@ -1028,9 +1028,9 @@ def tokenize_batch(data: np.ndarray, cps: np.ndarray, docs: np.ndarray,
 
 
 @njit(nogil=True, cache=True)
-def _clean_one(src: np.ndarray, flags: int) -> np.ndarray:
+def _clean_one(src: np.ndarray, ct: np.ndarray, flags: int) -> np.ndarray:
     bufs = np.empty((2, src.size + 16 & ~7), np.uint8)
-    row, n = _clean(src, bufs, ASCII_CLASSES, flags, np.empty(bufs.shape[1], np.int64))
+    row, n = _clean(src, bufs, ct, flags, np.empty(bufs.shape[1], np.int64))
     return bufs[row, :n].copy()
 
 
@@ -1040,7 +1040,7 @@ def clean_ascii(raw: bytes, drop_encoded: bool = True, drop_addresses: bool = Tr
     if not raw.isascii():
         raise ValueError("clean_ascii takes ASCII text")
     flags = (DROP_ENCODED if drop_encoded else 0) | (DROP_ADDRESSES if drop_addresses else 0)
-    return bytes(_clean_one(np.frombuffer(raw, np.uint8), flags))
+    return bytes(_clean_one(np.frombuffer(raw, np.uint8), ASCII_CLASSES, flags))
 
 
 # ----------------------------------------------------------------------------- Python side
@@ -1091,7 +1091,7 @@ def preloaded_table(stop_words: frozenset[str],
     offsets = np.zeros(len(encoded) + 1, np.int64)
     np.cumsum([len(e) for e in encoded], out=offsets[1:])
     pool = np.frombuffer(b"".join(encoded), np.uint8)
-    arrays = new_table(pool, offsets, np.fromiter(states.values(), np.int64, len(states)))
+    arrays = _new_table(pool, offsets, np.fromiter(states.values(), np.int64, len(states)))
     return TermTable(tuple(arrays), len(states))
 
 
