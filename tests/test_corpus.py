@@ -144,7 +144,7 @@ def test_strip_headers_drops_the_leading_header_block(tmp_path):
 
 
 def test_strip_headers_recorded_and_reread(tmp_path):
-    from streamtopic.corpus import recorded_corpus
+    from streamtopic.corpus import read_as_recorded, recorded_corpus
 
     d = tmp_path / "docs"
     d.mkdir()
@@ -155,7 +155,10 @@ def test_strip_headers_recorded_and_reread(tmp_path):
     store = st.CooccurrenceStore.open(str(tmp_path / "s.zarr"))
     assert sorted(store.vocab) == ["alpha", "beta", "gamma"]
     assert store.sources[0]["strip_headers"] is True
-    corpus = recorded_corpus(store)
-    assert [s.strip_headers for s in corpus.sources] == [True]
+    corpus = recorded_corpus(store)  # from the token cache: the text as it was read
+    assert {s.format for s in corpus.sources} == {"cache"}
     terms = {t for ch in corpus.iter_chunks() for t in ch.terms}
     assert terms == {"alpha", "beta", "gamma"}
+    again = read_as_recorded(store.config, store.sources)  # the input read again
+    assert [s.strip_headers for s in again.sources] == [True]
+    assert {t for ch in again.iter_chunks() for t in ch.terms} == {"alpha", "beta", "gamma"}
