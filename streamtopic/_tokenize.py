@@ -865,12 +865,13 @@ def _new_table(pool: np.ndarray, offsets: np.ndarray, states: np.ndarray) -> tup
 def _count(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int, lower: bool, fixed: bool,
            table: tuple, out: tuple, scratch: tuple) -> None:
     """Count the tokens buf[spans[2s]:spans[2s + 1]], s0 <= s < s1, room reserved: the ids of
-    those kept go to ``out`` = (ids, numbered, counters [n ids, n numbered]), with a fixed
-    vocabulary their column, else their term's number in the batch (by first occurrence;
-    numbered[s]: the slot of the term numbered s). Whether a token is kept decides no
-    branch: its id is written in any case, and the count moves on if it is kept."""
+    those kept go to ``out`` = (ids, numbered, counters [n ids, n numbered], positions),
+    with a fixed vocabulary their column, else their term's number in the batch (by first
+    occurrence; numbered[s]: the slot of the term numbered s), and each kept token's match
+    number s − s0 to ``positions``. Whether a token is kept decides no branch: its id is
+    written in any case, and the count moves on if it is kept."""
     slots, info, hashes, pool, meta = table
-    ids, numbered, counters = out
+    ids, numbered, counters, positions = out
     key, kw = scratch
     c, nb = counters[0], counters[1]
     short = buf.itemsize == 1  # ASCII: a key of up to 16 bytes is read as two words
@@ -897,6 +898,7 @@ def _count(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int, lower: bool, fi
             numbered[nb] = i
             nb += 1
         ids[c] = state
+        positions[c] = s - s0
         c += state >= 0
     counters[0], counters[1] = c, nb
 
@@ -922,11 +924,12 @@ def _count_spans(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int, flags: in
     fixed = bool(flags & FIXED)
     n_bytes, longest = _span_bytes(buf, spans, s0, s1)
     n_new = 0 if fixed else s1 - s0
-    ids, numbered, counters = out
+    ids, numbered, counters, positions = out
     numbered = _grow(numbered, counters[1] + n_new, 0)
     if not fixed:  # a fixed table is only read (and may be shared)
         table = _reserve(table, n_new, n_bytes, numbered, True)
-    out = (_grow(ids, counters[0] + s1 - s0, 0), numbered, counters)
+    out = (_grow(ids, counters[0] + s1 - s0, 0), numbered, counters,
+           _grow(positions, counters[0] + s1 - s0, 0))
     key, kw = scratch
     scratch = (_grow(key, longest, 0), _grow(kw, longest // 8 + 2, 0))
     # a code-point document was lowercased by Python
@@ -996,11 +999,14 @@ def tokenize_batch(data: np.ndarray, cps: np.ndarray, docs: np.ndarray,
         Each document's matches before stop words (and vocabulary) are dropped.
     order : ndarray of int64, shape (n_terms,)
         Without ``FIXED``: the term id of each number, in order of first occurrence.
+    positions : ndarray of int32, shape (n_kept,)
+        Each kept token's number among its document's matches (0 .. length − 1).
     """
     n_docs = docs.shape[0]
     indptr = np.zeros(n_docs + 1, np.int64)
     lengths = np.zeros(n_docs, np.int64)
-    out = (np.empty(1024, np.int32), np.empty(1024, np.int64), np.zeros(2, np.int64))
+    out = (np.empty(1024, np.int32), np.empty(1024, np.int64), np.zeros(2, np.int64),
+           np.empty(1024, np.int32))
     scratch = (np.empty(64, np.uint8), np.zeros(8, np.uint64))
     spans = np.empty(1024, np.int64)
     bufs = np.empty((2, 1024), np.uint8)
@@ -1023,9 +1029,9 @@ def tokenize_batch(data: np.ndarray, cps: np.ndarray, docs: np.ndarray,
             k = b - a
         indptr[d + 1] = out[2][0]
         lengths[d] = k
-    ids, numbered, counters = out
+    ids, numbered, counters, positions = out
     order = _end_batch(table[0], numbered, counters[1])
-    return table, ids[:counters[0]], indptr, lengths, order
+    return table, ids[:counters[0]], indptr, lengths, order, positions[:counters[0]]
 
 
 @njit(nogil=True, cache=True)
@@ -1110,12 +1116,31 @@ class TokenizedBatch:
         Input lengths: the matches before stop words are removed.
     terms : sequence of str, length T
         The fixed vocabulary, or the batch's terms in order of first occurrence.
+    positions : ndarray of int32, shape (n_kept,)
+        Each kept token's number among its document's matches (0 .. its length − 1).
     """
 
     ids: np.ndarray
     indptr: np.ndarray
     lengths: np.ndarray
     terms: Sequence[str]
+    positions: np.ndarray
+
+    def windows(self, size: int) -> TokenizedBatch:
+        """The documents cut into windows of ``size`` matches each (the last one shorter,
+        a document without matches one empty window): window w of a document holds its
+        kept tokens whose position p has p // size == w, and its length is the number of
+        its matches. Positions restart in each window."""
+        n_win = np.maximum(1, -(-self.lengths // size))
+        first = np.concatenate(([0], np.cumsum(n_win)[:-1]))
+        per_doc = np.diff(self.indptr)
+        window = np.repeat(first, per_doc) + self.positions // size
+        total = int(n_win.sum())
+        indptr = np.concatenate(([0], np.cumsum(np.bincount(window, minlength=total))))
+        offset = np.arange(total) - np.repeat(first, n_win)  # the window's number in its doc
+        lengths = np.clip(np.repeat(self.lengths, n_win) - offset * size, 0, size)
+        return TokenizedBatch(self.ids, indptr.astype(np.int64), lengths.astype(np.int64),
+                              self.terms, (self.positions % size).astype(np.int32))
 
 
 class BatchTokenizer:
@@ -1191,16 +1216,16 @@ class BatchTokenizer:
     def run(self) -> TokenizedBatch:
         """Tokenise and count the queued documents, and empty the queue."""
         utab = unicode_classes() if self._unicode else ASCII_CLASSES
-        arrays, ids, indptr, lengths, order = tokenize_batch(
+        arrays, ids, indptr, lengths, order, positions = tokenize_batch(
             np.frombuffer(b"".join(self._data), np.uint8),
             np.frombuffer(b"".join(self._cps), np.uint32),
             np.array(self._docs, np.int64).reshape(-1, 3), np.array(self._spans, np.int64),
             ASCII_CLASSES, utab, self.flags, self.table.arrays)
         self._reset()
         if self.vocabulary is not None:
-            return TokenizedBatch(ids, indptr, lengths, self.vocabulary)
+            return TokenizedBatch(ids, indptr, lengths, self.vocabulary, positions)
         self.table.arrays = tuple(arrays)
-        return TokenizedBatch(ids, indptr, lengths, self._terms(order))
+        return TokenizedBatch(ids, indptr, lengths, self._terms(order), positions)
 
     def _terms(self, order: np.ndarray) -> list[str]:
         """The strings of the term ids ``order`` (decoding the terms added since the last

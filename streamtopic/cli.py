@@ -170,6 +170,7 @@ class _Ingest(_Reader):
     keep_n: int | None
     blocksize: int | None
     chunk_size: int | None
+    max_doc_tokens: int | None
 
     def ingest(self, inputs: Sequence[str], store: str, *, skip_existing: bool,
                progress: bool, reuse: bool = False, grow: bool = False) -> Any:
@@ -185,6 +186,7 @@ class _Ingest(_Reader):
             stop_words=self.stop_words, text_field=self.text_field,
             skip_existing=skip_existing, blocksize=self.blocksize, chunk_size=self.chunk_size,
             progress=progress, strip_headers=self.strip_headers, grow=grow,
+            max_doc_tokens=self.max_doc_tokens,
         )
 
 
@@ -204,6 +206,11 @@ _ingest_options = _grouped("reader", _Ingest, [
                  help="Bytes of input per partition (default: about 2 MiB; HDF5 16 MiB)."),
     click.option("--chunk-size", type=click.IntRange(min=1), default=None,
                  help="Rows/columns per zarr block of Q (new store; default min(V, 2048))."),
+    click.option("--max-doc-tokens", type=click.IntRange(min=2), default=None, metavar="N",
+                 help="Cut each text document into windows of N tokens (before stop words), "
+                      "each counted as a document: a modelling choice for very long "
+                      "documents (pairs of words far apart no longer co-occur), off by "
+                      "default. A new store records it; more text for it is cut the same."),
 ])
 
 

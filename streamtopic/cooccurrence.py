@@ -1082,6 +1082,7 @@ def ingest(
     client: Any = None,
     strip_headers: bool = True,
     grow: bool = False,
+    max_doc_tokens: int | None = None,
 ) -> IngestReport:
     """Add a corpus to a co-occurrence store, creating the store if needed.
 
@@ -1123,6 +1124,11 @@ def ingest(
         all the store's documents, ``keep_n`` words in all), are added after its words, with
         exact rows (:func:`_grown_words`). Words the store read before but did not keep are
         never added: their earlier co-occurrences were not counted.
+    max_doc_tokens : int, optional
+        Cut text documents into windows of this many tokens, each counted as a document
+        (:class:`~streamtopic.vocabulary.Tokenizer`'s ``max_doc_tokens``: a modelling choice,
+        off by default). A new store records it; an existing store keeps its own, and a
+        different value is refused like any other tokenizer setting.
 
     Returns
     -------
@@ -1148,6 +1154,7 @@ def ingest(
                 keep_n=keep_n, stop_words=stop_words, tokenizer=tokenizer,
                 text_field=text_field, skip_existing=skip_existing, blocksize=blocksize,
                 chunk_size=chunk_size, progress=progress, strip_headers=strip_headers, grow=grow,
+                max_doc_tokens=max_doc_tokens,
             )
     t0 = time.perf_counter()
     store_path = os.path.abspath(os.fspath(store))
@@ -1164,6 +1171,7 @@ def ingest(
             max_df=max_df, keep_n=keep_n, stop_words=stop_words, tokenizer=tokenizer,
             text_field=text_field, skip_existing=skip_existing, blocksize=blocksize,
             chunk_size=chunk_size, progress=progress, strip_headers=strip_headers, grow=grow,
+            max_doc_tokens=max_doc_tokens,
         )
     finally:
         if lock is not None:
@@ -1173,19 +1181,24 @@ def ingest(
 
 
 def _store_tokenizer(
-    existing: CooccurrenceStore | None, tokenizer: Tokenizer | None, stop_words: Any
+    existing: CooccurrenceStore | None, tokenizer: Tokenizer | None, stop_words: Any,
+    max_doc_tokens: int | None = None,
 ) -> Tokenizer:
     """The tokenizer of an ingest: the given one, else the store's own (as it was built), else
-    the default, with ``stop_words`` replaced. Into an existing store, text must be tokenised
-    as the store's text was; :func:`_check_tokenizer` refuses anything else."""
+    the default, with ``stop_words`` and ``max_doc_tokens`` replaced when given. Into an
+    existing store, text must be tokenised as the store's text was; :func:`_check_tokenizer`
+    refuses anything else."""
     if tokenizer is not None:
-        if stop_words is not None:
-            raise ValueError("pass stop_words inside the tokenizer, not both")
+        if stop_words is not None or max_doc_tokens is not None:
+            raise ValueError("pass stop_words and max_doc_tokens inside the tokenizer, "
+                             "not beside it")
         return tokenizer
     cfg = existing.config.get("tokenizer") if existing is not None else None
     tokenizer = Tokenizer.from_config(cfg) if cfg else Tokenizer()
     if stop_words is not None:
         tokenizer = replace(tokenizer, stop_words=stop_words)
+    if max_doc_tokens is not None:
+        tokenizer = replace(tokenizer, max_doc_tokens=max_doc_tokens)
     return tokenizer
 
 
@@ -1253,12 +1266,12 @@ def _ingest_locked(
     format: str, vocab: str | None, min_df: int | None, max_df: float | None, keep_n: Any,
     stop_words: Any, tokenizer: Tokenizer | None, text_field: str, skip_existing: bool,
     blocksize: int | None, chunk_size: int | None, progress: bool, strip_headers: bool,
-    grow: bool = False,
+    grow: bool = False, max_doc_tokens: int | None = None,
 ) -> IngestReport:
     """:func:`ingest`, once it holds an existing store's writer lock (``lock``)."""
     _check_pruning_args(existing, min_df, max_df, keep_n, vocab)
     given = tokenizer
-    tokenizer = _store_tokenizer(existing, tokenizer, stop_words)
+    tokenizer = _store_tokenizer(existing, tokenizer, stop_words, max_doc_tokens)
     if isinstance(inputs, Corpus):
         corpus = inputs
     else:

@@ -649,6 +649,9 @@ class _ChunkBuilder:
         self.vocabulary = vocabulary
         self.kernel = (BatchTokenizer(tokenizer, vocabulary)
                        if kernel_flags(tokenizer) is not None else None)
+        if tokenizer.max_doc_tokens is not None and self.kernel is None:
+            raise ValueError("max_doc_tokens cuts documents in the compiled tokenizer, which "
+                             "takes the built-in token patterns without an analyzer")
         self.fixed = (None if vocabulary is None or self.kernel is not None
                       else _fixed_index(vocabulary, tokenizer))
         self.chunks: list[DocChunk] = []
@@ -709,9 +712,12 @@ class _ChunkBuilder:
 
     def _counted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, Sequence[str]]:
         """The chunk's token ids (n_kept,) int32, indptr (n_docs + 1,) int64, input lengths
-        (n_docs,) int64 and terms."""
+        (n_docs,) int64 and terms; with ``max_doc_tokens``, each document cut into windows
+        of that many matches (the documents then are the windows)."""
         if self.kernel is not None:
             batch = self.kernel.run()
+            if self.tokenizer.max_doc_tokens is not None:
+                batch = batch.windows(self.tokenizer.max_doc_tokens)
             return batch.ids, batch.indptr, batch.lengths, batch.terms
         ids = np.asarray(self.ids, dtype=np.int32)
         indptr = np.asarray(self.indptr, dtype=np.int64)
@@ -729,7 +735,7 @@ class _ChunkBuilder:
         m = count_matrix(ids, indptr, len(terms))
         self.chunks.append(DocChunk(m, terms, self.source, self.next_doc, self.replaced,
                                     lengths=lengths))
-        self.next_doc += n
+        self.next_doc += m.shape[0]  # the documents, or their windows
         self._reset()
 
 

@@ -269,8 +269,8 @@ def model_prior(model: Any) -> np.ndarray:
 def model_tokenizer(model: Any, stop_words: str | None = None) -> Tokenizer:
     """How text is tokenised for ``model``: as its store tokenised the training text (the
     setting recorded with the model, else the store's if it is still there), else the
-    default :class:`~streamtopic.vocabulary.Tokenizer`; with other stop words if
-    ``stop_words`` is given."""
+    default :class:`~streamtopic.vocabulary.Tokenizer`, always whole documents (no
+    ``max_doc_tokens``); with other stop words if ``stop_words`` is given."""
     from dataclasses import replace
 
     from .store import CooccurrenceStore
@@ -282,7 +282,8 @@ def model_tokenizer(model: Any, stop_words: str | None = None) -> Tokenizer:
     if cfg is None and path and CooccurrenceStore.is_store(path):
         with CooccurrenceStore.open(path) as store:
             cfg = store.config.get("tokenizer")
-    tokenizer = Tokenizer.from_config(cfg) if cfg else Tokenizer()
+    # whole documents: windows (``max_doc_tokens``) shape the training statistics only
+    tokenizer = replace(Tokenizer.from_config(cfg) if cfg else Tokenizer(), max_doc_tokens=None)
     return tokenizer if stop_words is None else replace(tokenizer, stop_words=stop_words)
 
 

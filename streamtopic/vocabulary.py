@@ -184,6 +184,14 @@ class Tokenizer:
         Drop lines that look like encoded binary (uuencode, base64, BinHex, PGP armour).
     drop_addresses : bool
         Drop e-mail addresses, message ids, URLs and reply attribution lines.
+    max_doc_tokens : int, optional
+        Cut each document into windows of this many tokens (counted before stop words are
+        removed, the last window shorter), each then a document of its own: a modelling
+        choice for corpora of very long documents, whose pairs of words far apart then do
+        not count as co-occurring, and whose ingest costs less (a document of u distinct
+        words costs u² pair updates). Off by default. Applied where documents are counted
+        (ingest, and so the store's token cache and refinement); the matching methods above
+        and inference see whole documents.
     """
 
     lowercase: bool = True
@@ -192,11 +200,17 @@ class Tokenizer:
     analyzer: Callable[[str], list[str]] | None = None
     drop_encoded: bool = True
     drop_addresses: bool = True
+    max_doc_tokens: int | None = None
     _stops: frozenset[str] = field(init=False, repr=False, compare=False)
     _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _ascii_regex: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        m = self.max_doc_tokens
+        if m is not None and (isinstance(m, bool) or not isinstance(m, (int, np.integer))
+                              or m < 2):
+            raise ValueError(f"max_doc_tokens={m!r}: must be an integer >= 2 (tokens per "
+                             "window), or None")
         sw = self.stop_words
         if sw is None:
             object.__setattr__(self, "stop_words", "english")
@@ -267,6 +281,7 @@ class Tokenizer:
             ),
             "drop_encoded": self.drop_encoded,
             "drop_addresses": self.drop_addresses,
+            "max_doc_tokens": self.max_doc_tokens,
         }
 
     @classmethod
@@ -284,6 +299,7 @@ class Tokenizer:
             stop_words="none" if sw is None else tuple(sw) if isinstance(sw, list) else sw,
             drop_encoded=bool(cfg.get("drop_encoded", False)),
             drop_addresses=bool(cfg.get("drop_addresses", False)),
+            max_doc_tokens=cfg.get("max_doc_tokens"),
         )
 
 
