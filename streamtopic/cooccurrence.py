@@ -831,7 +831,9 @@ def _column_blocks(piece: Any, c0: int, c: int, blocks: range, V: int) -> list[A
     if isinstance(piece, np.ndarray):
         return [piece[:, a:b] for a, b in bounds]
     coo = piece.tocoo()
-    which = coo.col // c  # block of each entry, from the group's first block
+    # block of each entry, from the group's first block: 16-bit keys when they fit (numpy
+    # sorts them stably by radix, in linear time: 1.1 s of 33 at 9.2M words of long documents)
+    which = (coo.col // c).astype(np.int16 if len(bounds) < 2**15 else np.int64)
     order = np.argsort(which, kind="stable")  # each block's entries stay row-major
     starts = np.searchsorted(which[order], np.arange(len(bounds) + 1))
     out = []
