@@ -73,7 +73,6 @@ import math
 import os
 import re
 import shutil
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -1403,11 +1402,12 @@ def _run_in_memory(Q: Any, is_dask: bool, K: int, method: str, n_iter: int,
     if is_dask and current_client() is None:
         # each block straight into its place: no concatenated copy
         import dask.array as da
-        from dask.diagnostics import ProgressBar
+
+        from .progress import Stage
 
         t0 = time.perf_counter()
         Qd = np.empty(Q.shape, dtype=np.float64)
-        with ProgressBar(out=sys.stderr) if progress else contextlib.nullcontext():
+        with Stage(f"rectify {method}: load Q", enabled=progress) as stage, stage.tasks():
             da.store(Q, Qd, lock=False, compute=True)
         log.info("rectify %s: load Q: %.2f s", method, time.perf_counter() - t0)
     elif is_dask:
