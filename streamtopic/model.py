@@ -551,6 +551,10 @@ class AnchorTopicModel:
         from .cluster import memory_budget
 
         self._s = self._validate_params()
+        if self._s.refine_passes != 0:  # the EM kernel compiles while the spectral stages run
+            from ._warmup import start
+
+            start()
         with _opened(X) as source:
             self._budget = (int(self.memory_budget) if self.memory_budget is not None
                             else memory_budget())
