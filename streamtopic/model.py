@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from numbers import Integral, Real
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -66,6 +66,9 @@ from .sketch import (
 from .store import CooccurrenceStore, StoreError, read_array_dense
 from .workspace import FIT_PREFIX as FIT_PREFIX  # the name of a fit's scratch directory
 from .workspace import fit_scratch, rectified_key, rectified_target, scratch_root
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .notebook import Report
 
 __all__ = ["AnchorTopicModel", "ModelError", "anchor_topic_cooccurrence"]
 
@@ -949,6 +952,33 @@ class AnchorTopicModel:
     def _check_fitted(self) -> None:
         if not hasattr(self, "components_"):
             raise ModelError("this AnchorTopicModel is not fitted yet; call fit first")
+
+    def _repr_html_(self) -> str:
+        """The topics as an HTML table, for Jupyter (:func:`streamtopic.notebook.topics_html`)."""
+        from .notebook import topics_html
+
+        return topics_html(self)
+
+    def report(self, path: str | os.PathLike[str] | None = None, *,
+               top_words: int = 10) -> Report:
+        """The HTML report of the model (:func:`streamtopic.notebook.report`): shown inline
+        when it ends a notebook cell, and written to ``path`` when given.
+
+        Parameters
+        ----------
+        path : path, optional
+            Also write the page there (one self-contained file).
+        top_words : int
+            Words shown per topic.
+
+        Returns
+        -------
+        streamtopic.notebook.Report
+        """
+        from .notebook import report
+
+        self._check_fitted()
+        return report(self, path, top_words=top_words)
 
     def top_words(self, n: int = 10) -> list[list[str]]:
         """The ``n`` most probable words of each topic, most probable first."""
