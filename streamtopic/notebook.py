@@ -43,6 +43,7 @@ def topics_html(model: AnchorTopicModel, n: int = 10) -> str:
     Examples
     --------
     >>> from streamtopic import AnchorTopicModel
+    >>> from streamtopic.notebook import topics_html
     >>> topics_html(AnchorTopicModel(n_topics=5))
     '<p><code>AnchorTopicModel(n_topics=5)</code>: not fitted</p>'
     """

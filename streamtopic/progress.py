@@ -64,6 +64,7 @@ def display_mode(stream: TextIO | None = None) -> str:
     Examples
     --------
     >>> import io
+    >>> from streamtopic.progress import display_mode
     >>> display_mode(io.StringIO())  # not a terminal ($STREAMTOPIC_PROGRESS unset)
     'lines'
     """
@@ -98,6 +99,7 @@ class Stage:
     Examples
     --------
     >>> import io
+    >>> from streamtopic.progress import Stage
     >>> out = io.StringIO()
     >>> with Stage("counting", stream=out, mode="lines") as stage:
     ...     stage.update(1.0, "3 words")
@@ -257,6 +259,7 @@ class Passes(Stage):
     Examples
     --------
     >>> import io
+    >>> from streamtopic.progress import Passes
     >>> out = io.StringIO()
     >>> with Passes("refine", max_passes=50, tol=1e-3, stream=out, mode="lines") as bar:
     ...     for loglik in (-8.0, -7.5, -7.49, -7.4899):
