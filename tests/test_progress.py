@@ -189,3 +189,27 @@ def test_command_shows_bars_on_a_terminal_and_lines_in_a_log(kos_docword, tmp_pa
     frames = tty.replace("\r\n", "\n").split("\r")
     assert any(re.match(r"co-occurrence \[#*-*\] \d+%", f) for f in frames), tty
     assert not re.search(r"^co-occurrence: ", tty, re.M)
+
+
+@pytest.mark.slow
+def test_a_distributed_client_gets_one_bar_per_stage_and_a_line_in_a_log(capsys, monkeypatch):
+    from distributed import Client
+
+    from streamtopic.cluster import compute, persist
+
+    items = [dask.delayed(np.ones)(3) for _ in range(6)]
+    with Client(processes=False, n_workers=1, threads_per_worker=2,
+                dashboard_address=None):
+        monkeypatch.setenv(PROGRESS_ENV, "bar")
+        (got,) = compute(items, label="summing")
+        persist(items, label="holding")
+        bar = capsys.readouterr().err
+        monkeypatch.setenv(PROGRESS_ENV, "lines")
+        compute(items, label="summing")
+        lines = capsys.readouterr().err
+    assert [x.tolist() for x in got] == [[1.0, 1.0, 1.0]] * 6
+    assert bar.count("\n") == 2
+    summing, holding = bar.split("\n")[:2]
+    assert summing.split("\r")[-1].startswith("summing [" + "#" * 24 + "] 100%")
+    assert holding.split("\r")[-1].startswith("holding [" + "#" * 24 + "] 100%")
+    assert re.fullmatch(r"summing: \d+\.\d\d s\n", lines)
