@@ -13,12 +13,17 @@ import importlib
 import os
 import pkgutil
 import sys
+import warnings
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import streamtopic  # noqa: E402
+
+# numpydoc drops a docstring section it does not know (after a Python warning, not a
+# Sphinx one): make it an error, so that no docstring loses text in the reference
+warnings.filterwarnings("error", message="Unknown section", category=UserWarning)
 
 project = "streamtopic"
 author = "the streamtopic developers"
