@@ -752,10 +752,12 @@ class AnchorTopicModel:
                 seconds: dict[str, float]) -> Any:
         """EM over the corpus from ``start`` (K×V): until it converges ('auto'), or a set
         number of passes."""
+        from ._warmup import wait
         from .refinement import refine_topics
 
         rp = self._s.refine_passes
         t0 = time.perf_counter()
+        wait()  # the EM kernel's compilation in another process (a first fit), if under way
         refined = refine_topics(start, corpus, list(store.vocab),
                                 passes=None if rp == "auto" else int(rp),
                                 seed=self.seed if self.seed is not None else 0,
