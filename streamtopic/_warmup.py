@@ -12,12 +12,17 @@ process (``python -c "...warm_up()"``), which writes the cache, while the fit in
 its spectral stages; :func:`wait`, called before the refinement, waits for the child, and the
 refinement's first call loads the cache. With a cache (every later fit) nothing is started.
 
-Measured (``benchmarks/first_fit.py``, the demo fit in fresh processes, the project's 2-core
-machine, other work running on it): compiling in a *thread* of the fit's own process made the
-first fit slower, not faster (median 8.9 s against 6.8 s for no warm-up), since numba's
-compiler is Python code that holds the GIL and stalls the threads of the ingest and of the
-spectral stages; in a child process it takes a core of its own instead. Set
-``STREAMTOPIC_WARMUP=0`` to leave the kernel to its first call.
+Measured (``benchmarks/first_fit.py``: the demo fit in fresh processes, "first" with an empty
+numba cache; the project's 2-core machine while other work kept it loaded, 3 to 4 runnable
+processes): without warm-up the first fit takes 1.9 s more CPU than the second (6.8 s against
+4.9 s). Compiling in a *thread* of the fit's own process made the first fit slower (median
+8.9 s against 6.8 s without warm-up, 6 repeats), since numba's compiler is Python code that
+holds the GIL and stalls the threads of the ingest and the spectral stages. In a child
+process it needs no GIL of the fit's (medians over 10 repeats: first 8.1 s, second 5.6 s, a
+ratio of 1.43; without warm-up 7.7 s and 5.0 s, 1.55), but the child's imports cost 1.2 s of
+CPU: on a machine with no idle core the overlap gains little, on one with an idle core (a
+newcomer's laptop) the compilation leaves the fit's path. Set ``STREAMTOPIC_WARMUP=0`` to
+leave the kernel to its first call.
 
 Why not at install: a wheel runs no code when installed, and the cache is specific to the
 machine's CPU (numba compiles for the host) and to the installed source file (its path and
