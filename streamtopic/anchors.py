@@ -63,7 +63,7 @@ class AnchorResult:
     distances : ndarray of shape (K,)
         :func:`find_anchors`: distance of each final anchor from the span of the other K−1
         (in sketch units). :func:`find_anchors_qr`: distance of each pivot from the span of
-        the pivots before it, in units of Q̄ (the residual norm at selection, |R_kk|).
+        the pivots before it, in units of Q̄ (the residual norm at selection, ``|R_kk|``).
     changed : int
         How many anchors the cleanup pass replaced (0 without cleanup).
     sweeps : int
@@ -194,7 +194,7 @@ def find_anchors_qr(
     AnchorResult
         ``anchors`` (K,) the pivots in order, ``greedy`` the same, ``distances`` (K,) the
         residual norm of each pivot at selection (distance of q̄_{s_k} from the span of the
-        rows picked before it, |R_kk|), ``changed`` = ``sweeps`` = 0.
+        rows picked before it, ``|R_kk|``), ``changed`` = ``sweeps`` = 0.
 
     Raises
     ------
@@ -429,7 +429,7 @@ def _pivoted_gram_schmidt(
         Pivot rows, in order.
     dist : ndarray of shape (K,)
         Distance of each pivot from the span of the pivots before it (‖v‖ after
-        orthogonalisation: |R_kk| of the QR factorisation).
+        orthogonalisation: ``|R_kk|`` of the QR factorisation).
     """
     resid2 = np.array(resid2, dtype=np.float64, copy=True)
     basis = np.zeros((K, dim))

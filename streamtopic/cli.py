@@ -608,7 +608,10 @@ def fit(source: str, output: str, model_format: str, top: int, store_path: str |
     # (a store that fit builds from raw input already has them: the selection keeps it all)
     model.set_params(min_df=reader.min_df, max_df=reader.max_df, keep_n=reader.keep_n,
                      stop_words=reader.stop_words)
-    model._validate_params()  # a bad option is reported before a long ingest
+    if model._validate_params().refine_passes != 0:  # a bad option stops before the ingest
+        from ._warmup import start
+
+        start()  # the EM kernel compiles while the ingest and the spectral stages run
     t0 = time.perf_counter()
     numeric = is_store or _numeric_inputs([source], reader.fmt)
     store = source

@@ -355,48 +355,35 @@ def compute(
     optimize_graph: bool = True,
     bytes_read: int | None = None,
 ) -> tuple[Any, ...]:
-    """``dask.compute`` with Dask's own progress bar on any scheduler.
+    """``dask.compute`` with one progress display (:class:`streamtopic.progress.Stage`) on
+    any scheduler: a bar on a terminal, one line with the stage's time elsewhere.
 
-    On a distributed client this submits the collections, shows ``distributed.progress`` and
-    gathers; otherwise it uses ``dask.diagnostics.ProgressBar``. Logs (logger ``streamtopic``,
-    level INFO; ``streamtopic -v``) the stage's wall time, its task count and, when the caller
-    knows it, the bytes the stage reads.
+    On a distributed client this submits the collections, follows them and gathers;
+    otherwise it runs them on the local scheduler. Logs (logger ``streamtopic``, level INFO;
+    ``streamtopic -v``) the stage's wall time, its task count and, when the caller knows it,
+    the bytes the stage reads.
     """
     import dask
+
+    from .progress import Stage
 
     t0 = time.perf_counter()
     client = current_client()
     keys = set().union(*(c.__dask_graph__().keys() for c in _collections(collections)))
     n_tasks = len(keys)
-    show = progress and label is not None
-    if show and label:
-        print(f"{label}:", file=sys.stderr, flush=True)
-    with _one_blas_thread(client):
+    stage = Stage(label, enabled=progress and label is not None)
+    with _one_blas_thread(client), stage:
         if client is not None:
             futures = client.compute(list(collections), optimize_graph=optimize_graph)
             try:
-                if show:
-                    from contextlib import redirect_stdout
-
-                    from distributed import progress as dprogress
-
-                    with redirect_stdout(sys.stderr):  # progress bars never mix with results
-                        dprogress(futures, notebook=False)
-                    print(file=sys.stderr, flush=True)
+                stage.watch(futures)
                 results = tuple(client.gather(futures))
             except BaseException:
                 _settle(client, futures, keys)
                 raise
         else:
-            with _own_threads(collections) as kwargs:
-                if show:
-                    from dask.diagnostics import ProgressBar
-
-                    with ProgressBar(out=sys.stderr):
-                        results = dask.compute(*collections, optimize_graph=optimize_graph,
-                                               **kwargs)
-                else:
-                    results = dask.compute(*collections, optimize_graph=optimize_graph, **kwargs)
+            with _own_threads(collections) as kwargs, stage.tasks():
+                results = dask.compute(*collections, optimize_graph=optimize_graph, **kwargs)
     read = f", {bytes_read / 2**20:.1f} MiB read" if bytes_read is not None else ""
     log.info("%s: %.2f s, %d tasks%s", label or "compute", time.perf_counter() - t0, n_tasks,
              read)
@@ -454,30 +441,17 @@ def _executing_keys(dask_worker: Any) -> list[str]:
 
 def persist(items: Any, progress: bool = True, label: str = "") -> Any:
     """``dask.persist`` of ``items`` (on the active client, whose workers then hold the
-    results, else on the local scheduler), with Dask's progress bar when asked."""
+    results, else on the local scheduler), with one progress display when asked."""
     import dask
+
+    from .progress import Stage
 
     t0 = time.perf_counter()
     client = current_client()
-    if progress and label:
-        print(f"{label}:", file=sys.stderr, flush=True)
-    if client is not None:
+    with Stage(label, enabled=progress) as stage, stage.tasks():
         (out,) = dask.persist(items)
-        if progress:
-            from contextlib import redirect_stdout
-
-            from distributed import progress as dprogress
-
-            with redirect_stdout(sys.stderr):
-                dprogress(out, notebook=False)
-            print(file=sys.stderr, flush=True)
-    elif progress:
-        from dask.diagnostics import ProgressBar
-
-        with ProgressBar(out=sys.stderr):
-            (out,) = dask.persist(items)
-    else:
-        (out,) = dask.persist(items)
+        if client is not None:
+            stage.watch(out)
     log.info("%s: %.2f s (persisted)", label or "persist", time.perf_counter() - t0)
     return out
 

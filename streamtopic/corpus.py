@@ -41,7 +41,6 @@ import logging
 import os
 import re
 import stat
-import sys
 import tarfile
 import zlib
 from collections.abc import Iterator, Sequence
@@ -1661,20 +1660,18 @@ def _ordered_chunks(corpus: Corpus, progress: bool, label: str) -> Iterator[DocC
     from dask import delayed
 
     from .cluster import n_workers
+    from .progress import Stage
 
     batch = max(2, 2 * n_workers())
     parts = corpus.parts
-    for b0 in range(0, len(parts), batch):
-        tasks = [delayed(_read_part)(p, corpus.tokenizer) for p in parts[b0 : b0 + batch]]
-        (results,) = dask.compute(tasks)
-        for chunks in results:
-            yield from chunks
-        if progress:
+    with Stage(label, enabled=progress) as stage:
+        for b0 in range(0, len(parts), batch):
+            tasks = [delayed(_read_part)(p, corpus.tokenizer) for p in parts[b0 : b0 + batch]]
+            (results,) = dask.compute(tasks)
+            for chunks in results:
+                yield from chunks
             done = min(b0 + batch, len(parts))
-            print(f"\r{label}: {done}/{len(parts)} partitions", end="", file=sys.stderr,
-                  flush=True)
-    if progress:
-        print(file=sys.stderr)
+            stage.update(done / len(parts), f"{done}/{len(parts)} partitions")
 
 
 def convert(

@@ -117,7 +117,7 @@ def topic_topic_error(R_true: np.ndarray, R_hat: np.ndarray, matching: np.ndarra
     Returns
     -------
     float
-        Σ_kl |R_true[k, l] − R_hat[m_k, m_l]| (0 = identical, at most 2 for matrices summing
+        ``Σ_kl |R_true[k, l] − R_hat[m_k, m_l]|`` (0 = identical, at most 2 for matrices summing
         to 1).
     """
     R_true = np.asarray(R_true, dtype=np.float64)
@@ -670,7 +670,7 @@ def dissimilarity(B: np.ndarray, top_n: int = 20) -> float:
     """The paper's "Dissimilarity": the mean number of a topic's top-N words that appear in
     no other topic's top N,
 
-        dissimilarity = (1/K) Σ_k |top_N(k) \\ ∪_{l≠k} top_N(l)|,
+        dissimilarity = (1/K) Σ_k ``|top_N(k) \\ ∪_{l≠k} top_N(l)|``,
 
     the mean of :func:`unique_words`. It ranges from 0 (every top word shared) to N.
 

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from numbers import Integral, Real
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -66,6 +66,9 @@ from .sketch import (
 from .store import CooccurrenceStore, StoreError, read_array_dense
 from .workspace import FIT_PREFIX as FIT_PREFIX  # the name of a fit's scratch directory
 from .workspace import fit_scratch, rectified_key, rectified_target, scratch_root
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .notebook import Report
 
 __all__ = ["AnchorTopicModel", "ModelError", "anchor_topic_cooccurrence"]
 
@@ -551,6 +554,10 @@ class AnchorTopicModel:
         from .cluster import memory_budget
 
         self._s = self._validate_params()
+        if self._s.refine_passes != 0:  # the EM kernel compiles while the spectral stages run
+            from ._warmup import start
+
+            start()
         with _opened(X) as source:
             self._budget = (int(self.memory_budget) if self.memory_budget is not None
                             else memory_budget())
@@ -745,10 +752,12 @@ class AnchorTopicModel:
                 seconds: dict[str, float]) -> Any:
         """EM over the corpus from ``start`` (K×V): until it converges ('auto'), or a set
         number of passes."""
+        from ._warmup import wait
         from .refinement import refine_topics
 
         rp = self._s.refine_passes
         t0 = time.perf_counter()
+        wait()  # the EM kernel's compilation in another process (a first fit), if under way
         refined = refine_topics(start, corpus, list(store.vocab),
                                 passes=None if rp == "auto" else int(rp),
                                 seed=self.seed if self.seed is not None else 0,
@@ -945,6 +954,33 @@ class AnchorTopicModel:
     def _check_fitted(self) -> None:
         if not hasattr(self, "components_"):
             raise ModelError("this AnchorTopicModel is not fitted yet; call fit first")
+
+    def _repr_html_(self) -> str:
+        """The topics as an HTML table, for Jupyter (:func:`streamtopic.notebook.topics_html`)."""
+        from .notebook import topics_html
+
+        return topics_html(self)
+
+    def report(self, path: str | os.PathLike[str] | None = None, *,
+               top_words: int = 10) -> Report:
+        """The HTML report of the model (:func:`streamtopic.notebook.report`): shown inline
+        when it ends a notebook cell, and written to ``path`` when given.
+
+        Parameters
+        ----------
+        path : path, optional
+            Also write the page there (one self-contained file).
+        top_words : int
+            Words shown per topic.
+
+        Returns
+        -------
+        streamtopic.notebook.Report
+        """
+        from .notebook import report
+
+        self._check_fitted()
+        return report(self, path, top_words=top_words)
 
     def top_words(self, n: int = 10) -> list[list[str]]:
         """The ``n`` most probable words of each topic, most probable first."""

@@ -14,16 +14,18 @@ Methods
 -------
 ``"none"``
     The input, normalised to sum 1 (so ``out`` is comparable across methods).
-``"ap"``, alternating projection, iterated ``n_iter`` times from C₀ = Q::
+``"ap"``
+    Alternating projection, iterated ``n_iter`` times from C₀ = Q::
 
         (U, Λ)  = top-K eigenpairs of C_{t−1} (largest algebraic), Λ⁺ = max(Λ, 0)
         C_t     = max(U Λ⁺ Uᵀ + s_t, 0),      s_t = (1 − Σ U Λ⁺ Uᵀ) / V²
 
     and the output is C_T / ΣC_T. ``movement[t−1]`` is ‖C_t − C_{t−1}‖_F / ‖C_{t−1}‖_F,
     exactly (every entry of both matrices takes part).
-``"dr"``, Douglas–Rachford splitting between A and B = N ∩ P (the scaled simplex
-    {C ≥ 0, ΣC = 1}, whose Euclidean projection is max(Y − τ, 0) with τ such that the result
-    sums to 1), from z₀ = Q::
+``"dr"``
+    Douglas–Rachford splitting between A and B = N ∩ P (the scaled simplex
+    {C ≥ 0, ΣC = 1}, whose Euclidean projection is max(Y − τ, 0) with τ such that the
+    result sums to 1), from z₀ = Q::
 
         L_k = Π_A(z_k)                          (top-K eigenpairs, as above)
         x_k = Π_B(2 L_k − z_k)                  (exact simplex projection)
@@ -73,7 +75,6 @@ import math
 import os
 import re
 import shutil
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -1403,11 +1404,12 @@ def _run_in_memory(Q: Any, is_dask: bool, K: int, method: str, n_iter: int,
     if is_dask and current_client() is None:
         # each block straight into its place: no concatenated copy
         import dask.array as da
-        from dask.diagnostics import ProgressBar
+
+        from .progress import Stage
 
         t0 = time.perf_counter()
         Qd = np.empty(Q.shape, dtype=np.float64)
-        with ProgressBar(out=sys.stderr) if progress else contextlib.nullcontext():
+        with Stage(f"rectify {method}: load Q", enabled=progress) as stage, stage.tasks():
             da.store(Q, Qd, lock=False, compute=True)
         log.info("rectify %s: load Q: %.2f s", method, time.perf_counter() - t0)
     elif is_dask:

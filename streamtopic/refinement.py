@@ -300,19 +300,24 @@ def _cache_sample(corpus: Any, vocab_d: Any, sample_tokens: float, seed: int | N
     from dask import delayed
 
     from .cluster import compute, persist
+    from .progress import Stage
 
     order = np.random.default_rng(seed).permutation(corpus.npartitions)
     weight = _part_weights(corpus)[order]
     docs: list[Any] = []
     sizes = np.zeros((0, 2))
-    while len(docs) < order.size and sizes[:, 1].sum() < sample_tokens:
-        m = _batch_size(weight, len(docs), float(sizes[:, 1].sum()), sample_tokens)
-        sub = corpus.subset(order[len(docs):len(docs) + m])
-        new = [delayed(_docs_of, pure=True)(p, vocab_d) for p in sub.to_bag().to_delayed()]
-        new = persist(new, progress, "refine: reading the sample")
-        (got,) = compute([delayed(_sizes, pure=True)(d) for d in new], progress=False)
-        sizes = np.vstack([sizes, np.asarray(got, dtype=np.float64).reshape(-1, 2)])
-        docs += new
+    with Stage("refine: reading the sample", enabled=progress) as stage:
+        while len(docs) < order.size and sizes[:, 1].sum() < sample_tokens:
+            m = _batch_size(weight, len(docs), float(sizes[:, 1].sum()), sample_tokens)
+            sub = corpus.subset(order[len(docs):len(docs) + m])
+            new = [delayed(_docs_of, pure=True)(p, vocab_d) for p in sub.to_bag().to_delayed()]
+            new = persist(new, False)
+            (got,) = compute([delayed(_sizes, pure=True)(d) for d in new], progress=False)
+            sizes = np.vstack([sizes, np.asarray(got, dtype=np.float64).reshape(-1, 2)])
+            docs += new
+            n, t = sizes.sum(axis=0)
+            stage.update(max(t / sample_tokens, len(docs) / order.size),
+                         f"{int(n):,} documents, {int(t):,} tokens")
     return order[:len(docs)], docs, sizes
 
 
@@ -354,24 +359,29 @@ def _em_on_sample(topics: _Topics, docs: list[Any], *, passes: int | None, max_p
 
     from .cluster import compute, persist
     from .cooccurrence import _tree
+    from .progress import Passes
 
     counts: list[Any] = [None] * len(docs)
-    for it in range(passes if passes is not None else max_passes):
-        t0 = time.perf_counter()
-        path = topics.publish()
-        outs = [delayed(_estep, nout=2, pure=True)(d, n, path, float(alpha))
-                for d, n in zip(docs, counts, strict=True)]
-        counts, total = persist(([o[0] for o in outs], _tree(_add, [o[1] for o in outs])),
-                                 progress, f"refine pass {it + 1}")
-        (total,) = compute(total, progress=False)
-        result.loglik_per_token.append(topics.m_step(total, eta))
-        result.theta_iterations.append(int(total[3]))
-        result.seconds.append(time.perf_counter() - t0)
-        result.passes = it + 1
-        f = result.loglik_per_token
-        result.converged = len(f) > 1 and (f[-1] - f[-2]) < tol * abs(f[-1])
-        if passes is None and result.converged:
-            break
+    with Passes("refine", passes=passes, max_passes=max_passes, tol=tol,
+                enabled=progress) as bar:
+        for it in range(passes if passes is not None else max_passes):
+            t0 = time.perf_counter()
+            path = topics.publish()
+            outs = [delayed(_estep, nout=2, pure=True)(d, n, path, float(alpha))
+                    for d, n in zip(docs, counts, strict=True)]
+            with bar.tasks():
+                counts, total = persist(
+                    ([o[0] for o in outs], _tree(_add, [o[1] for o in outs])), False)
+                (total,) = compute(total, progress=False)
+            result.loglik_per_token.append(topics.m_step(total, eta))
+            bar.done_pass(result.loglik_per_token[-1])
+            result.theta_iterations.append(int(total[3]))
+            result.seconds.append(time.perf_counter() - t0)
+            result.passes = it + 1
+            f = result.loglik_per_token
+            result.converged = len(f) > 1 and (f[-1] - f[-2]) < tol * abs(f[-1])
+            if passes is None and result.converged:
+                break
     return counts
 
 

@@ -1319,8 +1319,10 @@ def write_corpus(
     (serial) or ``max_in_flight`` units (parallel). Every file is written under a temporary
     name and renamed into place on success.
 
-    Formats (all read back by :func:`streamtopic.read_corpus`)
-    ----------------------------------------------------------
+    Notes
+    -----
+    The formats, all read back by :func:`streamtopic.read_corpus`:
+
     ``hdf5``
         streamtopic's CSR layout, via :class:`streamtopic.corpus.HDF5CorpusWriter` with the
         vocabulary fixed (every term stored, in order, also those that never occur).
@@ -1627,8 +1629,10 @@ def synthesize(
     units in memory, written in order. The corpus is byte-for-byte that of the serial path
     and of ``write_corpus(output, A_true, n_docs, seed=seed, ...)`` for the same seed.
 
-    Files written
-    -------------
+    Notes
+    -----
+    The files written:
+
     ``OUTPUT``
         The corpus (and ``vocab.NAME.txt`` beside a UCI corpus). A sharded corpus
         (``shards`` or ``shard_tokens``) is a directory of HDF5 files

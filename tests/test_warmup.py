@@ -1,0 +1,66 @@
+"""The EM kernel compiled ahead of the refinement on a first fit (:mod:`streamtopic._warmup`):
+the warm-up compiles exactly the specialisation the refinement calls, and, with an empty numba
+cache, a child process fills it so that the fit's own process only loads it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import streamtopic as st
+from streamtopic import _warmup, synth
+from streamtopic._kernels import cvb0_estep
+from streamtopic.corpus import read_corpus
+from streamtopic.refinement import refine_topics
+
+
+def test_warm_up_compiles_what_the_refinement_runs(tmp_path):
+    _warmup.warm_up()
+    compiled = list(cvb0_estep.signatures)
+    assert compiled
+    A, _ = synth.dirichlet_topics_with_anchors(100, 3, beta=0.05, seed=1)
+    H = synth.sample_documents(A, 200, alpha=0.1, doc_length=30, seed=2)
+    vocab = synth.default_vocab(100)
+    with st.corpus.HDF5CorpusWriter(tmp_path / "c.h5") as w:
+        w.append(H, vocab)
+    res = refine_topics(A.T, read_corpus(str(tmp_path / "c.h5")), vocab, passes=2)
+    assert res.passes == 2 and np.isfinite(res.loglik_per_token).all()
+    assert list(cvb0_estep.signatures) == compiled  # nothing new was compiled
+
+
+def test_nothing_starts_when_turned_off_or_compiled(monkeypatch):
+    monkeypatch.setenv(_warmup.WARMUP_ENV, "0")
+    assert _warmup.start() is None
+    monkeypatch.setenv(_warmup.WARMUP_ENV, "1")
+    _warmup.warm_up()  # compiled in this process: nothing to do
+    assert _warmup.cache_is_warm() and _warmup.start() is None
+
+
+_FIRST_FIT = """
+from streamtopic import _warmup
+assert not _warmup.cache_is_warm()
+thread = _warmup.start()
+assert thread is not None and _warmup.start() is thread
+_warmup.wait()
+from streamtopic._kernels import cvb0_estep
+_warmup.warm_up()
+print(sum(cvb0_estep.stats.cache_hits.values()), sum(cvb0_estep.stats.cache_misses.values()))
+"""
+
+
+@pytest.mark.slow
+def test_a_first_fit_loads_what_a_child_process_compiled(tmp_path):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    env.pop(_warmup.WARMUP_ENV, None)
+    out = subprocess.run([sys.executable, "-c", _FIRST_FIT], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "0"]  # loaded from the cache, never compiled here
+    again = subprocess.run([sys.executable, "-c", "from streamtopic import _warmup; "
+                            "print(_warmup.cache_is_warm(), _warmup.start())"],
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert again.stdout.split() == ["True", "None"]
