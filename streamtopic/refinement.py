@@ -50,7 +50,7 @@ import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from numbers import Integral, Real
 from typing import Any
 
@@ -162,13 +162,17 @@ class RefineResult:
 
 @dataclass
 class _Docs:
-    """One partition's documents as CSR over the global vocabulary (documents with at least
-    one in-vocabulary token only): ``indptr`` (n+1,) int64, ``indices`` (nnz,) int32 sorted
-    within rows, ``data`` (nnz,) float64 counts."""
+    """One partition's documents as CSR over its own distinct words (documents with at least
+    one in-vocabulary token only): ``words`` (U,) int64 the words' global ids, sorted;
+    ``indptr`` (n+1,) int64, ``indices`` (nnz,) int32 positions in ``words`` sorted within
+    rows, ``data`` (nnz,) float64 counts. The E-step's topics and expected counts are then
+    U×K, not V×K: a partition of 47 long documents (the 60M-word corpus: V = 64,539) has
+    U ≈ 19,000."""
 
     indptr: np.ndarray
     indices: np.ndarray
     data: np.ndarray
+    words: np.ndarray
 
     @property
     def n_docs(self) -> int:
@@ -192,8 +196,9 @@ def _docs_of(chunks: list[Any], vocab: list[str]) -> _Docs:
     H.sum_duplicates()
     H = H[np.flatnonzero(np.diff(H.indptr))]  # documents with no token in the vocabulary
     H.sort_indices()
-    return _Docs(H.indptr.astype(np.int64), H.indices.astype(np.int32),
-                 H.data.astype(np.float64))
+    words, local = np.unique(H.indices, return_inverse=True)  # order kept within rows
+    return _Docs(H.indptr.astype(np.int64), local.astype(np.int32).ravel(),
+                 H.data.astype(np.float64), words.astype(np.int64))
 
 
 def _sizes(docs: _Docs) -> tuple[int, float]:
@@ -206,26 +211,33 @@ def _load_beta(path: str) -> np.ndarray:
     return np.load(path, mmap_mode="r")
 
 
-# (V×K expected counts, log-likelihood, tokens, E-step iterations)
-_Summary = tuple[np.ndarray, float, float, int]
+# (the words' global ids (U,), their U×K expected counts, log-likelihood, tokens, E-step
+# maps); summed (:func:`_add`): (None, V×K counts, ...)
+_Summary = tuple[np.ndarray | None, np.ndarray, float, float, int]
+# A partition's documents' topic counts N_d (n_docs × K, float64) and their change in the
+# pass that made them (float32: it only extrapolates the next pass' start)
+_State = tuple[np.ndarray, np.ndarray]
 
 
-def _estep(docs: _Docs, n_dk: np.ndarray | None, beta_path: str, alpha: float,
-           theta_tol: float = THETA_TOL) -> tuple[np.ndarray, _Summary]:
+def _estep(docs: _Docs, state: _State | None, beta_path: str, alpha: float,
+           theta_tol: float = THETA_TOL) -> tuple[_State, _Summary]:
     """E-step of one partition (CVB0, :func:`~streamtopic._kernels.cvb0_estep`). The
-    documents' expected topic counts (n_docs × K) start from ``n_dk`` (the previous pass',
-    never modified) or, when None, from uniform; returns the new ones and the partition's
-    summary."""
+    documents' expected topic counts (n_docs × K) start from the previous pass' ``state``
+    (never modified), extrapolated by their change in that pass, or, when None, from
+    uniform; returns the new state and the partition's summary."""
     from ._kernels import cvb0_estep
 
-    beta_t = np.asarray(_load_beta(beta_path))
-    V, K = beta_t.shape
-    warm = n_dk is not None
-    counts = np.array(n_dk, dtype=np.float64) if warm else np.empty((docs.n_docs, K))
-    out = np.zeros((V, K))
+    beta_t = np.ascontiguousarray(_load_beta(beta_path)[docs.words])  # U×K float32
+    K = beta_t.shape[1]
+    warm = state is not None
+    if state is not None:
+        counts, step = np.array(state[0], dtype=np.float64), np.array(state[1], np.float32)
+    else:
+        counts, step = np.empty((docs.n_docs, K)), np.empty((docs.n_docs, K), np.float32)
+    out = np.zeros(beta_t.shape)
     iters, loglik = cvb0_estep(docs.indptr, docs.indices, docs.data, beta_t, alpha,
-                               theta_tol, THETA_MAX_ITER, counts, warm, out)
-    return counts, (out, float(loglik), docs.tokens, int(iters))
+                               theta_tol, THETA_MAX_ITER, counts, step, warm, out)
+    return (counts, step), (docs.words, out, float(loglik), docs.tokens, int(iters))
 
 
 def _estep_read(chunks: list[Any], vocab: list[str], beta_path: str, alpha: float
@@ -237,12 +249,19 @@ def _estep_read(chunks: list[Any], vocab: list[str], beta_path: str, alpha: floa
     return _estep(docs, None, beta_path, alpha, FULL_PASS_THETA_TOL)[1], docs.n_docs
 
 
-def _add(*parts: _Summary) -> _Summary:
-    out = parts[0][0].copy()
-    for p in parts[1:]:
-        out += p[0]
-    return (out, sum(p[1] for p in parts), sum(p[2] for p in parts),
-            sum(p[3] for p in parts))
+def _add(V: int, *parts: _Summary) -> _Summary:
+    """The sum of partitions' summaries, V×K (``words`` None), in the order given: the same
+    bits on every run."""
+    from ._kernels import add_rows
+
+    out = np.zeros((V, parts[0][1].shape[1]))
+    for p in parts:
+        if p[0] is None:
+            out += p[1]
+        else:
+            add_rows(out, p[0], p[1])
+    return (None, out, sum(p[2] for p in parts), sum(p[3] for p in parts),
+            sum(p[4] for p in parts))
 
 
 def _summary(x: tuple[_Summary, int]) -> _Summary:
@@ -323,20 +342,28 @@ class _Topics:
         self.beta, self.work, self.version = beta, work, 0
 
     def publish(self) -> str:
-        """Write βᵀ (V×K) for the workers; returns the path."""
+        """Write βᵀ (V×K, float32: the E-step's precision) for the workers; returns the
+        path."""
         self.version += 1
         path = os.path.join(self.work, f"beta-{self.version}.npy")
         with written_aside(path) as tmp, open(tmp, "wb") as fh:
-            np.save(fh, np.ascontiguousarray(self.beta.T))
+            np.save(fh, np.ascontiguousarray(self.beta.T, dtype=np.float32))
         old = os.path.join(self.work, f"beta-{self.version - 2}.npy")
         if os.path.exists(old):
             os.remove(old)
         return path
 
+    def sum(self, summaries: list[Any]) -> Any:
+        """The delayed sum of delayed partitions' summaries, by a tree reduction in a fixed
+        order (:func:`_add`)."""
+        from .cooccurrence import _tree
+
+        return _tree(partial(_add, self.beta.shape[1]), summaries)
+
     def m_step(self, total: _Summary, eta: float) -> float:
         """β ← (N + η) / (N_k + Vη) from the summed E-step; returns its log-likelihood per
         token (at the topics the E-step used)."""
-        counts_t, loglik, tokens, _ = total
+        _, counts_t, loglik, tokens, _ = total  # V×K (:func:`_add`)
         V = self.beta.shape[1]
         N = counts_t.T  # K×V expected counts
         self.totals = N.sum(axis=1)
@@ -353,7 +380,6 @@ def _em_on_sample(topics: _Topics, docs: list[Any], *, passes: int | None, max_p
     from dask import delayed
 
     from .cluster import compute, persist
-    from .cooccurrence import _tree
 
     counts: list[Any] = [None] * len(docs)
     for it in range(passes if passes is not None else max_passes):
@@ -361,11 +387,11 @@ def _em_on_sample(topics: _Topics, docs: list[Any], *, passes: int | None, max_p
         path = topics.publish()
         outs = [delayed(_estep, nout=2, pure=True)(d, n, path, float(alpha))
                 for d, n in zip(docs, counts, strict=True)]
-        counts, total = persist(([o[0] for o in outs], _tree(_add, [o[1] for o in outs])),
+        counts, total = persist(([o[0] for o in outs], topics.sum([o[1] for o in outs])),
                                  progress, f"refine pass {it + 1}")
         (total,) = compute(total, progress=False)
         result.loglik_per_token.append(topics.m_step(total, eta))
-        result.theta_iterations.append(int(total[3]))
+        result.theta_iterations.append(int(total[4]))
         result.seconds.append(time.perf_counter() - t0)
         result.passes = it + 1
         f = result.loglik_per_token
@@ -384,7 +410,6 @@ def _full_pass(topics: _Topics, corpus: Any, taken: np.ndarray, docs: list[Any],
     from dask import delayed
 
     from .cluster import compute
-    from .cooccurrence import _tree
 
     path = topics.publish()
     cached = [delayed(_estep, nout=2, pure=True)(d, n, path, float(alpha))[1]
@@ -394,9 +419,9 @@ def _full_pass(topics: _Topics, corpus: Any, taken: np.ndarray, docs: list[Any],
             for p in rest.to_bag().to_delayed()]
     summaries = cached + [delayed(_summary, pure=True)(r) for r in read]
     n_rest = delayed(sum)([delayed(_n_docs, pure=True)(r) for r in read])
-    total, n_rest = compute(_tree(_add, summaries), n_rest, progress=progress,
+    total, n_rest = compute(topics.sum(summaries), n_rest, progress=progress,
                             label="refine: full pass")
-    return topics.m_step(total, eta), total[2], int(n_rest)
+    return topics.m_step(total, eta), total[3], int(n_rest)
 
 
 #: The constraints of :func:`refine_topics`' parameters (:mod:`streamtopic._params`).
