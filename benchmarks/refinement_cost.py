@@ -3,11 +3,12 @@
 For each case (a store ingested once with ``streamtopic ingest``, its held-out documents and
 K), every *variant* of the code fits ``AnchorTopicModel(K, seed=0).fit(STORE)`` (the defaults,
 Dask's threaded scheduler, as ``streamtopic fit STORE -k K --seed 0`` runs) in a fresh
-process, the variants taking turns, ``--repeats`` times. A variant is this checkout
-(``new``) or the ``streamtopic`` package of another source tree given with ``--baseline-src
-DIR`` (``base``), e.g. ``git archive COMMIT streamtopic | tar -x -C DIR``; the child runs
-with ``PYTHONPATH=DIR``. Before the runs each variant fits the first case once, not counted
-(numba compiles its kernels into its own tree's cache).
+process, the variants taking turns (in reverse order every other round), ``--repeats``
+times. A variant (``--variant NAME=DIR``) is the ``streamtopic`` package of a source tree,
+e.g. one made by ``git archive COMMIT streamtopic | tar -x -C DIR``; its child runs with
+``PYTHONPATH=DIR`` (``NAME=.``: the installed package, this checkout). Before the runs each
+variant fits the first case once, not counted (numba compiles its kernels into its own
+tree's cache).
 
 Recorded per run: the refinement's wall seconds (``diagnostics_["seconds"]["refine"]``),
 the CPU seconds of the process during ``refine_topics`` (``time.process_time``, all
@@ -21,7 +22,8 @@ vocabulary). Reported: medians over the repeats.
 Usage::
 
     python benchmarks/refinement_cost.py --case NAME:STORE:TEST:K [--case ...]
-        [--baseline-src DIR] [--repeats N] [--quiet-wait SECONDS] [--out PATH]
+        --variant NAME=DIR [--variant ...] [--repeats N] [--quiet-wait SECONDS]
+        [--out PATH] [--workdir DIR]
 
 Prints a table to stderr and writes JSON to ``benchmarks/results/refinement_cost.json`` (or
 --out).
@@ -100,7 +102,7 @@ def _run(variant: str, src: str | None, case: dict[str, Any], work: str) -> dict
     with open(path, "w") as fh:
         json.dump(spec, fh)
     quiet = fitbench.wait_for_quiet()
-    env = {"PYTHONPATH": src} if src else None
+    env = {"PYTHONPATH": src} if src else None  # benchmarks/ itself is the script's path
     run = fitbench.run_child([sys.executable, os.path.abspath(__file__), "--child", path],
                              default_timeout=TIMEOUT, env=env)
     err = fitbench.failure(run)
@@ -179,7 +181,7 @@ def print_table(result: dict[str, Any]) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--case", action="append", default=[], metavar="NAME:STORE:TEST:K")
-    ap.add_argument("--baseline-src", default=None)
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=DIR")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quiet-wait", type=float, default=60.0)
     ap.add_argument("--out", default=DEFAULT_OUT)
@@ -198,9 +200,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for c in args.case:
         name, store, test, K = c.split(":")
         cases.append({"name": f"{name}-K{K}", "store": store, "test": test, "K": int(K)})
-    variants: dict[str, str | None] = {"new": None}
-    if args.baseline_src:
-        variants = {"base": os.path.abspath(args.baseline_src), "new": None}
+    variants: dict[str, str | None] = {}
+    for v in args.variant or ["new=."]:
+        name, src = v.split("=", 1)
+        variants[name] = None if src == "." else os.path.abspath(src)
     work = args.workdir or tempfile.mkdtemp(prefix="refinement-cost-")
     os.makedirs(work, exist_ok=True)
     for v, src in variants.items():  # compile each variant's kernels: not counted

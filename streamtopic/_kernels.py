@@ -275,8 +275,9 @@ def _cvb0_summary(R: np.ndarray, indices: np.ndarray, data: np.ndarray, p0: int,
     (K,) float32 is scratch)."""
     K = beta_t.shape[1]
     z = K * alpha
-    for k in range(K):
+    for k in range(K):  # a loop that only reads (see the module's note on determinism)
         z += N[k]
+    for k in range(K):
         n32[k] = np.float32(N[k] + alpha)
     loglik, counted = 0.0, 0.0
     for e in range(p0, p1):

@@ -7,8 +7,8 @@ they do not maximise the likelihood of the documents. EM for LDA started from th
 * E-step, per document, topics fixed: zero-order collapsed variational Bayes (CVB0, Asuncion
   et al., "On smoothing and inference for topic models", 2009). Each token's topic
   responsibilities are r_dw ∝ (N_d − r_dw + α) ⊙ β_w, where N_d = Σ_w h_dw r_dw are the
-  document's expected topic counts (warm-started from the previous pass'), iterated to a fixed
-  point. Leaving the token out matters: EM with a point estimate of θ_d (responsibilities
+  document's expected topic counts, iterated to a fixed point (below: how). Leaving the token
+  out matters: EM with a point estimate of θ_d (responsibilities
   ∝ θ_d ⊙ β_w) lets a document's tokens pull its θ_d towards themselves. That estimator is
   biased, since θ_d has K − 1 free parameters per document whatever the corpus size. Measured
   from the true topics on a semi-synthetic corpus (V = 2,000, K = 20, 10M tokens), it drifts
@@ -25,7 +25,7 @@ papers' experiments).
 
 Cost. The passes run on a *sample*: whole partitions of the corpus, drawn at random under the
 seed until ``sample_tokens`` in-vocabulary tokens are read. The sample is read and tokenised
-once, into CSR over the global vocabulary, and persisted with Dask (in this process on the
+once, into CSR, and persisted with Dask (in this process on the
 threaded scheduler, on the workers of a cluster; the tasks of every pass then run where their
 documents are). So the cost of the passes depends on ``sample_tokens``, not on the corpus. When
 the sample is a proper subset, ONE full pass follows: the E-step for every document with the
@@ -34,13 +34,61 @@ over the whole corpus, which gives every word its row, words absent from the sam
 Every partition is read exactly once. When the corpus fits within ``sample_tokens`` the sample
 is the corpus and there is no extra pass.
 
-The documents' topic counts N_d stay on the workers as persisted Dask data from one pass to
-the next; the topics reach them through a ``.npy`` file in the scratch directory
-(memory-mapped, read once per process), never through the scheduler. The partitions' K×V
-counts are summed by a tree reduction in a fixed order, so the result is the same bit for bit
-on every run of the threaded scheduler.
+The documents' topic counts N_d (and their last change, below) stay on the workers as
+persisted Dask data from one pass to the next; the topics reach them through a ``.npy``
+file in the scratch directory (memory-mapped, read once per process), never through the
+scheduler. Each partition's documents are CSR over its own distinct words, so its E-step
+reads the topics and adds the expected counts for those U words only (U×K, gathered from
+and added into V×K); the partitions' counts are summed by a tree reduction in a fixed
+order, so the result is the same bit for bit on every run of the threaded scheduler.
 The inner loops are compiled (:mod:`streamtopic._kernels`) and run on the documents'
 non-zeros only.
+
+The E-step's fixed point, and its cost. One *map* of a document computes every token's
+responsibilities from N_d (one multiply-add per topic per distinct word, and a
+normalisation) and sums them into the new N_d. Profile of the plain iteration this replaced
+(one map at a time until no count moves more than ``THETA_TOL``·n_d, each pass from the
+previous pass' N_d), on the 60M-word long-document corpus (9,271 documents of about 5,000
+words, 9.9M distinct (document, word) pairs, V = 64,539, K = 50; ``python
+benchmarks/refinement_cost.py``): 16 passes, the first from uniform N_d at 29 maps per pair
+(median 27 per document), the later ones 13 falling to 3.5; a map cost 85-91 ns per pair
+(float64), so the first pass was a quarter of the maps and the 15 warm ones the rest; and the
+partitions' V×K counts (199 partitions of 47 documents, each touching 19,000 of the 64,539
+words) cost another 1.5 s of CPU per pass (4 ms to zero each, 0.7 s to add them). Now:
+
+* SQUAREM (Varadhan and Roland 2008) accelerates each document's iteration: two maps, an
+  extrapolation of N_d (clamped at 0, rescaled to n_d), whose map starts the next round.
+  Maps (with the first-map change below), summed over a refinement from the default spectral
+  topics, per pair, float64: 110 → 51
+  on 9.2M words of long documents (K = 50), 116 → 60 on KOS, 179 → 92 and 180 → 103 on
+  20 Newsgroups (K = 20, 50), 111 → 56 on the 60M words. The map's leave-out reads the
+  previous map's responsibilities, so it is not a function of N_d alone: a round whose
+  residual does not improve on the best is counted, and after
+  :data:`~streamtopic._kernels.STALLED_ROUNDS` of them plain maps go on (see there).
+* A warm pass starts each document from its last N_d moved by its change in the pass
+  before (``step``, float32, clamped at 0, rescaled): EM's late passes move N_d smoothly.
+  Further maps saved on the same refinements: 51 → 43, 60 → 46, 92 → 72, 103 → 80,
+  56 → 45. (Moved by 0.5 or 1.5 times the change: more maps.)
+* The first map of a pass estimates each token's own share from N_d (∝ (N_d + α) ⊙ β_w)
+  and leaves it out, so every accepted map leaves its tokens out (the plain iteration's
+  first map did not).
+* Responsibilities and topics in float32 (counts and sums in float64) halve a map's cost:
+  44 against 91 ns per pair on the 60M words (K = 50, one core; 47 ns with each partition
+  over its own words, whose topics and counts then stay in the caches: the whole E-step of
+  a refinement 30 s against 55 s). The fixed point moves by under 1e-4 counts on documents
+  of tens of tokens (the tests), far below ``THETA_TOL``.
+
+The refinement then follows the same path to its tolerances: the same passes to one (15
+against 16 on the 60M words), the training likelihood per pass to 5e-4 relative, and the
+held-out likelihood by document completion within −0.0005 to +0.0013 nats/token of the
+plain iteration's (see the README).
+Not adopted, measured on the same refinements: a looser tolerance for the first pass (1e-2:
+6% less time on the 60M words, one more pass); a bound of 1-3 maps per document per warm
+pass (3-5 times fewer maps, but EM then stops 0.03-0.05 nats/token short of the training
+likelihood on 20 Newsgroups: held-out −8.066 to −8.080 against −8.048 at K = 20); SQUAREM
+or over-relaxation of the topics across passes (the stopping rule then stops early on KOS
+and 20 Newsgroups, or saves one pass in 15 on the long documents at a lower held-out
+likelihood).
 """
 
 from __future__ import annotations
@@ -84,13 +132,14 @@ MAX_PASSES = 50
 # with a peak RSS of 1.1 GB (the whole corpus: 61 s, 0.75×, 1.9 GB).
 SAMPLE_TOKENS = 50_000_000
 START_FLOOR = 1e-10  # added to every entry of the starting topics: no token has probability 0
-THETA_TOL = 1e-3  # a document's E-step stops when no count of N_d moves more than this × n_d
+THETA_TOL = 1e-3  # a document's E-step stops when a map moves no count of N_d more than this·n_d
 #: THETA_TOL of the full pass' documents outside the sample, whose topic counts start from
 #: scratch and serve the M-step only. On the billion-token corpus (benchmarks/billion.py,
 #: K = 100) the fit with the defaults took 267 s at 1e-3 (matched L1 to the true topics
-#: 0.259), 215 s at 3e-3 (0.262) and 191 s at 1e-2 (0.269).
+#: 0.259), 215 s at 3e-3 (0.262) and 191 s at 1e-2 (0.269) (measured with the plain
+#: iteration of the E-step, before SQUAREM).
 FULL_PASS_THETA_TOL = 3e-3
-THETA_MAX_ITER = 100
+THETA_MAX_ITER = 100  # most maps per document per pass (SQUAREM's included)
 #: Name prefix of the refinement's scratch directory (owned: see ``streamtopic._scratch``).
 REFINE_PREFIX = ".streamtopic-refine-"
 
@@ -114,8 +163,8 @@ class RefineResult:
     seconds : list of float
         Wall time per EM pass on the sample.
     theta_iterations : list of int
-        E-step iterations per pass, summed over the documents (each pass starts from the
-        previous pass' topic counts N_d).
+        E-step maps per pass, summed over the documents (each pass starts from the previous
+        pass' topic counts N_d, moved by their change in the pass before).
     converged : bool
         The log-likelihood's relative change in the last pass was below ``tol``.
     passes : int
