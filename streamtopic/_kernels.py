@@ -20,7 +20,9 @@ also stores to an array, LLVM guards the vector code with a run-time check that 
 do not overlap and falls back to the scalar loop (another order, other roundings) when two
 allocations happen to lie close together. So the kernels keep every floating-point sum in a
 loop that only reads, and results do not depend on where the heap put the arrays (measured:
-1 call in 25 differed in its last bits before).
+1 call in 25 differed in its last bits before). The float32 CVB0 kernels also leave out
+``arcp`` (:data:`CVB0_FASTMATH`): with it, the code compiled in a process and the code
+loaded from numba's cache computed other bits.
 """
 
 from __future__ import annotations
@@ -124,51 +126,49 @@ def add_pairs_dense(
                 flat[np.uint64(base + cols[b])] += va * vals[b]
 
 
+#: LLVM's fast-math flags of the CVB0 kernels: all but ``arcp``. With ``arcp`` a float32
+#: division may become a reciprocal estimate, and the code numba compiles in a process
+#: (JIT) and the code it loads from its cache then differ: the same inputs gave other bits
+#: in the first process than in every later one (20 Newsgroups, K = 50).
+CVB0_FASTMATH = {"nnan", "ninf", "nsz", "contract", "reassoc", "afn"}
+
 #: SQUAREM rounds in a row whose residual is no smaller than the best so far, after which a
 #: document's CVB0 iteration goes on with plain maps (:func:`_cvb0_document`). Without this
 #: rule a 41-token document stalls at a residual of 3e-4 counts (no convergence at a
 #: tolerance of 1e-7·n_d in 1,000 maps; plain iteration: 30). Residuals of SQUAREM rounds
 #: go up and down on slowly converging documents: 2 rounds cost 2.4× the maps of no rule
 #: on 30 documents of 2,000 tokens with overlapping topics (tolerance 1e-5), 4 rounds 1.4×;
-#: on KOS, 20 Newsgroups and the 9.2M-word long documents 4 rounds add 0.1-0.6% maps to a
-#: refinement, and the same held-out likelihood to 5e-5 nats/token.
+#: on KOS, 20 Newsgroups and the 9.2M-word long documents 4 rounds add 0.1-0.4% maps to a
+#: refinement, and the same held-out likelihood to 3e-5 nats/token.
 STALLED_ROUNDS = 4
 
 
-@njit(nogil=True, cache=True, fastmath=True)
+@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
 def _cvb0_map(
     R: np.ndarray, indices: np.ndarray, data: np.ndarray, p0: int, p1: int,
     beta_t: np.ndarray, n_dk: np.ndarray, alpha: float, fresh: bool, out: np.ndarray,
     n32: np.ndarray,
 ) -> float:
     """One CVB0 map of the document's entries p0:p1: R[e] ∝ (max(N_d − R[e], 0) + α) ⊙ β_w
-    (one token of the word left out), then ``out`` (K,) = Σ_e h_e R[e]; returns
-    max_k |out_k − N_dk|. ``fresh``: R holds nothing of this document yet, so the token left
-    out is first estimated in place as R[e] ∝ (N_d + α) ⊙ β_w. R and βᵀ are float32, ``out``
-    float64; ``n32`` (K,) float32 is scratch. Rows of words that every topic gives
-    probability 0 are set to 0. The clamp at 0 matters only at an extrapolated N_d (below
-    a token's own share); at a map's output N_d = Σ h R ≥ R[e]."""
+    (one token of the word left out), or, when ``fresh`` (R holds nothing of this document
+    yet), R[e] ∝ (N_d + α) ⊙ β_w; then ``out`` (K,) = Σ_e h_e R[e]. Returns
+    max_k |out_k − N_dk|. R and βᵀ are float32, ``out`` float64; ``n32`` (K,) float32 is
+    scratch. Rows of words that every topic gives probability 0 are set to 0. The clamp at
+    0 matters only at an extrapolated N_d (below a token's own share); at a map's output
+    N_d = Σ h R ≥ R[e]."""
     K = beta_t.shape[1]
     a = np.float32(alpha)
+    own = np.float32(0.0) if fresh else np.float32(1.0)  # R holds finite values, never junk
     for k in range(K):
         n32[k] = np.float32(n_dk[k])
         out[k] = 0.0
     for e in range(p0, p1):
         b = beta_t[indices[e]]
         r = R[e - p0]
-        if fresh:
-            for k in range(K):
-                r[k] = (n32[k] + a) * b[k]
-            s = np.float32(0.0)
-            for k in range(K):  # a loop that only reads: its vectorised sum has one order
-                s += r[k]
-            inv = np.float32(1.0) / s if s > 1e-30 else np.float32(0.0)
-            for k in range(K):
-                r[k] *= inv
         for k in range(K):
-            r[k] = (max(n32[k] - r[k], np.float32(0.0)) + a) * b[k]
+            r[k] = (max(n32[k] - own * r[k], np.float32(0.0)) + a) * b[k]
         s = np.float32(0.0)
-        for k in range(K):
+        for k in range(K):  # a loop that only reads: its vectorised sum has one order
             s += r[k]
         inv = np.float32(1.0) / s if s > 1e-30 else np.float32(0.0)
         h = data[e]
@@ -181,7 +181,7 @@ def _cvb0_map(
     return moved
 
 
-@njit(nogil=True, cache=True, fastmath=True)
+@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
 def _squarem_counts(t: np.ndarray, t1: np.ndarray, t2: np.ndarray, total: float) -> None:
     """SQUAREM's extrapolation (Varadhan and Roland 2008, scheme S3) of topic counts, in
     place in ``t``, from N, F(N), F(F(N)): x = N − 2s r + s² v with r = F(N) − N,
@@ -206,7 +206,7 @@ def _squarem_counts(t: np.ndarray, t1: np.ndarray, t2: np.ndarray, total: float)
         t[k] = t[k] * (total / s) if s > 0.0 else t2[k]
 
 
-@njit(nogil=True, cache=True, fastmath=True)
+@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
 def _cvb0_document(
     R: np.ndarray, work: np.ndarray, n32: np.ndarray, indices: np.ndarray, data: np.ndarray,
     p0: int, p1: int, beta_t: np.ndarray, alpha: float, tol: float, max_iter: int,
@@ -247,7 +247,7 @@ def _cvb0_document(
     return maps
 
 
-@njit(nogil=True, cache=True, fastmath=True)
+@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
 def _cvb0_start(N: np.ndarray, step: np.ndarray, nd: float, warm: bool) -> None:
     """A document's starting counts, in place in N (K,): when ``warm``, N + ``step`` (the
     change of its last pass) clamped at 0 and rescaled to ``nd`` tokens, else uniform."""
@@ -265,7 +265,7 @@ def _cvb0_start(N: np.ndarray, step: np.ndarray, nd: float, warm: bool) -> None:
         N[k] = N[k] * (nd / s) if s > 0.0 else nd / K
 
 
-@njit(nogil=True, cache=True, fastmath=True)
+@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
 def _cvb0_summary(R: np.ndarray, indices: np.ndarray, data: np.ndarray, p0: int, p1: int,
                   beta_t: np.ndarray, alpha: float, N: np.ndarray, out_t: np.ndarray,
                   n32: np.ndarray) -> float:
@@ -295,7 +295,7 @@ def _cvb0_summary(R: np.ndarray, indices: np.ndarray, data: np.ndarray, p0: int,
     return loglik - counted * np.log(z)
 
 
-@njit(nogil=True, cache=True, fastmath=True)
+@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
 def cvb0_estep(
     indptr: np.ndarray,
     indices: np.ndarray,

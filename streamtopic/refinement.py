@@ -50,44 +50,48 @@ normalisation) and sums them into the new N_d. Profile of the plain iteration th
 (one map at a time until no count moves more than ``THETA_TOL``·n_d, each pass from the
 previous pass' N_d), on the 60M-word long-document corpus (9,271 documents of about 5,000
 words, 9.9M distinct (document, word) pairs, V = 64,539, K = 50; ``python
-benchmarks/refinement_cost.py``): 16 passes, the first from uniform N_d at 29 maps per pair
-(median 27 per document), the later ones 13 falling to 3.5; a map cost 85-91 ns per pair
+benchmarks/refinement_cost.py``): 16 passes, the first from uniform N_d at 29 maps per
+document (weighted by its pairs; median 27), the later ones at 13 falling to 3.5; a map cost
+85-91 ns per pair
 (float64), so the first pass was a quarter of the maps and the 15 warm ones the rest; and the
 partitions' V×K counts (199 partitions of 47 documents, each touching 19,000 of the 64,539
 words) cost another 1.5 s of CPU per pass (4 ms to zero each, 0.7 s to add them). Now:
 
 * SQUAREM (Varadhan and Roland 2008) accelerates each document's iteration: two maps, an
   extrapolation of N_d (clamped at 0, rescaled to n_d), whose map starts the next round.
-  Maps (with the first-map change below), summed over a refinement from the default spectral
-  topics, per pair, float64: 110 → 51
-  on 9.2M words of long documents (K = 50), 116 → 60 on KOS, 179 → 92 and 180 → 103 on
-  20 Newsgroups (K = 20, 50), 111 → 56 on the 60M words. The map's leave-out reads the
-  previous map's responsibilities, so it is not a function of N_d alone: a round whose
-  residual does not improve on the best is counted, and after
+  The map's leave-out reads the previous map's responsibilities, so it is not a function of
+  N_d alone: a round whose residual does not improve on the best is counted, and after
   :data:`~streamtopic._kernels.STALLED_ROUNDS` of them plain maps go on (see there).
 * A warm pass starts each document from its last N_d moved by its change in the pass
   before (``step``, float32, clamped at 0, rescaled): EM's late passes move N_d smoothly.
-  Further maps saved on the same refinements: 51 → 43, 60 → 46, 92 → 72, 103 → 80,
-  56 → 45. (Moved by 0.5 or 1.5 times the change: more maps.)
-* The first map of a pass estimates each token's own share from N_d (∝ (N_d + α) ⊙ β_w)
-  and leaves it out, so every accepted map leaves its tokens out (the plain iteration's
-  first map did not).
+  (Moved by 0.5 or 1.5 times the change: more maps.)
 * Responsibilities and topics in float32 (counts and sums in float64) halve a map's cost:
-  44 against 91 ns per pair on the 60M words (K = 50, one core; 47 ns with each partition
-  over its own words, whose topics and counts then stay in the caches: the whole E-step of
-  a refinement 30 s against 55 s). The fixed point moves by under 1e-4 counts on documents
-  of tens of tokens (the tests), far below ``THETA_TOL``.
+  44 against 91 ns per pair on the 60M words (K = 50, one core). With each partition over
+  its own words (above) its topics and counts stay in the caches: the E-steps of a
+  refinement on the 60M words take 30 s of one core, against 55 s over all V words. The
+  plain iteration in float32 makes the same maps as in float64, to the held-out likelihood's
+  fifth decimal on every corpus below.
 
-The refinement then follows the same path to its tolerances: the same passes to one (15
-against 16 on the 60M words), the training likelihood per pass to 5e-4 relative, and the
-held-out likelihood by document completion within −0.0005 to +0.0013 nats/token of the
-plain iteration's (see the README).
-Not adopted, measured on the same refinements: a looser tolerance for the first pass (1e-2:
-6% less time on the 60M words, one more pass); a bound of 1-3 maps per document per warm
-pass (3-5 times fewer maps, but EM then stops 0.03-0.05 nats/token short of the training
-likelihood on 20 Newsgroups: held-out −8.066 to −8.080 against −8.048 at K = 20); SQUAREM
-or over-relaxation of the topics across passes (the stopping rule then stops early on KOS
-and 20 Newsgroups, or saves one pass in 15 on the long documents at a lower held-out
+E-step maps summed over a refinement from the default spectral topics (the plain iteration;
+SQUAREM; SQUAREM and the extrapolated start), and the E-steps' seconds on one core: KOS
+(K = 20) 374k, 228k, 180k; 20 Newsgroups 2.12M, 1.32M, 1.12M (K = 20; 4.5, 2.8, 2.2 s) and
+2.16M, 1.53M, 1.30M (K = 50); 9.2M words of long documents (K = 50) 153k, 70k, 61k (7.3, 4.0,
+3.5 s); the 60M words 1.04M, 516k, 428k (44, 31, 28 s). The refinement follows the same path
+to its tolerances: the same passes to one, the training likelihood per pass to 5e-4
+relative, and the held-out likelihood by document completion within −0.0005 to +0.0013
+nats/token of the plain iteration's (see the README; on the long documents it moves by
+0.003 between the 12th pass and the 35th).
+
+Not adopted, measured on the same refinements: a first map that leaves out each token's
+share estimated from N_d, so that every accepted map leaves its tokens out (on the
+semi-synthetic test corpus the refined topics end further from the truth: matched L1 0.066
+against 0.058 after 30 passes, since a document converged after that map keeps the one-step
+estimate of the leave-out, which over-corrects); a looser tolerance for the first pass
+(1e-2: 6% less time on the 60M words, one more pass); a bound of 1-3 maps per document per
+warm pass (3-5 times fewer maps, but EM then stops 0.03-0.05 nats/token short of the
+training likelihood on 20 Newsgroups: held-out −8.066 to −8.080 against −8.048 at K = 20);
+SQUAREM or over-relaxation of the topics across passes (the stopping rule then stops early
+on KOS and 20 Newsgroups, or saves one pass in 15 on the long documents at a lower held-out
 likelihood).
 """
 

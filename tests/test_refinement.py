@@ -276,6 +276,37 @@ def test_cvb0_kernel_results_do_not_depend_on_the_heap(corpus):
     assert len(differ) == 900 and not any(differ), sum(differ)
 
 
+_COMPILED_OR_CACHED = """
+import hashlib, sys
+import numpy as np
+from streamtopic.corpus import read_corpus
+from streamtopic.refinement import refine_topics
+start = np.load(sys.argv[2])
+vocab = open(sys.argv[3]).read().split()
+res = refine_topics(start, read_corpus(sys.argv[1], blocksize=40_000), vocab, passes=5)
+sys.stdout.write(hashlib.sha256(res.components.tobytes()).hexdigest())
+"""
+
+
+@pytest.mark.slow
+def test_cvb0_kernels_compiled_and_cached_give_the_same_bits(corpus, tmp_path):
+    """The kernels numba compiles in a process and the ones it loads from its cache in the
+    next compute the same bits (with ``arcp`` among the fast-math flags they did not)."""
+    import os
+    import subprocess
+    import sys
+
+    A, d, _, _ = corpus
+    np.save(tmp_path / "start.npy", _perturbed(A, weight=0.6))
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    cmd = [sys.executable, "-c", _COMPILED_OR_CACHED, str(d / "c.h5"),
+           str(tmp_path / "start.npy"), str(d / "vocab.txt")]
+    runs = [subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+            for _ in range(2)]
+    assert any((tmp_path / "numba").rglob("*.nbi"))  # the first run compiled and cached
+    assert runs[0] == runs[1] and len(runs[0]) == 64
+
+
 def test_kernels_with_words_no_topic_gives_a_probability():
     """Words whose β is 0 in every topic are left out: θ stays on the simplex, equal to θ of
     the document without them, and nothing is NaN."""
@@ -398,6 +429,20 @@ def test_refinement_approaches_the_truth(corpus):
         after = matched_l1(A, res.components.T).mean
         assert after < 0.25 * before, (before, after)
     np.testing.assert_allclose(whole.prevalence.sum(), 1.0)
+
+
+def test_refinement_is_as_close_to_the_truth_as_the_plain_iteration(corpus):
+    """The accelerated E-step (SQUAREM, extrapolated warm starts, float32) refines the topics
+    as close to the truth as the plain fixed-point iteration it replaced (commit 707e0ed:
+    matched L1 0.0607 on the whole corpus, 0.0661 from a third of it, from the truth
+    perturbed by 0.6). A first map that leaves out each token's share estimated from N_d
+    (0.0693 and 0.0709) fails."""
+    A, d, vocab, H = corpus
+    start = _perturbed(A, weight=0.6)
+    whole = refine_topics(start, _parts(d), vocab)
+    sampled = refine_topics(start, _parts(d), vocab, sample_tokens=int(H.sum()) // 3)
+    assert matched_l1(A, whole.components.T).mean < 0.0615
+    assert matched_l1(A, sampled.components.T).mean < 0.0675
 
 
 def test_uninformative_and_zero_rows_get_topics(corpus):
