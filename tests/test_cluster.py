@@ -312,17 +312,21 @@ def test_local_cluster_paces_dask_housekeeping_for_coarse_tasks():
     from streamtopic.cluster import CLUSTER_CONFIG, scheduler
 
     keys = sorted(CLUSTER_CONFIG)
-    before = {k: dask.config.get(k) for k in keys}
+    before = {k: dask.config.get(k, None) for k in keys}
     assert before != CLUSTER_CONFIG  # (else this test would prove nothing)
     tick = parse_timedelta(CLUSTER_CONFIG["distributed.admin.tick.interval"], default="ms")
     with scheduler(n_workers=1, local="cluster", quiet=True) as client:
         on_workers = client.run(lambda: {k: dask.config.get(k) for k in keys})
         assert list(on_workers.values()) == [CLUSTER_CONFIG]
+        env = "distributed.nanny.pre-spawn-environ."  # the workers' glibc thresholds
+        assert list(client.run(lambda: {k: os.environ.get(k[len(env):]) for k in keys
+                                        if k.startswith(env)}).values()) \
+            == [{k: v for k, v in CLUSTER_CONFIG.items() if k.startswith(env)}]
         assert client.run(lambda dask_worker: dask_worker._tick_interval) == {
             w: tick for w in on_workers}
         assert client.run_on_scheduler(lambda dask_scheduler: dask_scheduler._tick_interval) \
             == tick
-    assert {k: dask.config.get(k) for k in keys} == before
+    assert {k: dask.config.get(k, None) for k in keys} == before
 
 
 def test_spread_shares_tasks_out_largest_first_to_the_worker_that_finishes_first(monkeypatch):
