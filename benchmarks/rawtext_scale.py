@@ -150,10 +150,15 @@ def one_scale_run(size: str, folder: str, work: str) -> dict[str, Any]:
                         "in_vocabulary_tokens": cache["n_tokens"], "nnz_docs": cache["nnz"],
                         "bytes_of_q": s.q_bytes()}
     reading = sum(stages.get(k, 0.0) for k in READING)
-    ingest = sum(v for k, v in stages.items() if not k.startswith("refine"))
+    # the ingest: the whole run but the fit's stages (the model's own record of them); the
+    # "persist"/"compute" lines of -v belong to the fit's passes
+    ingest = run["wall_seconds"] - sum(fit_stages.values())
+    stages = {k: v for k, v in stages.items() if k not in ("persist", "compute")}
     cores = os.cpu_count() or 1
     rec.update(
         ingest_stage_seconds={k: v for k, v in stages.items() if not k.startswith("refine")},
+        tokenise_note="reading and tokenising, inside the ingest's reading and vocabulary "
+                      "stages (decompression, JSON/tar parsing and term counting included)",
         fit_stage_seconds=fit_stages,
         tokenise={"stage_seconds": reading, "cores": cores,
                   "in_vocabulary_tokens_per_second_per_core":
@@ -174,9 +179,19 @@ def part_scale(work: str, repeats: int) -> dict[str, Any]:
         for size, folder in dirs.items():
             fitbench.wait_for_quiet()
             runs[size].append(one_scale_run(size, folder, work))
+    return summarise(runs)
+
+
+def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Medians per size and the acceptance, from the runs (``python rawtext_scale.py
+    --resummarise`` redoes it on the stored runs)."""
     med: dict[str, dict[str, Any]] = {}
     for size, rs in runs.items():
         ok = [r for r in rs if "error" not in r]
+        for r in ok:  # runs stored before the fit's "persist" lines were told apart
+            r["ingest_seconds"] = r["wall_seconds"] - sum(r["fit_stage_seconds"].values())
+            for k in ("persist", "compute"):
+                r["ingest_stage_seconds"].pop(k, None)
         med[size] = {
             "wall_seconds": _median([r["wall_seconds"] for r in ok]),
             "ingest_seconds": _median([r["ingest_seconds"] for r in ok]),
@@ -192,8 +207,8 @@ def part_scale(work: str, repeats: int) -> dict[str, Any]:
         "acceptance": {
             "tokenise_3M_per_core": all((m["tokens_per_second_per_core"] or 0) >= 3e6
                                         for m in med.values()),
-            "refine_le_ingest": all((m["refine_seconds"] or 0) <= (m["ingest_seconds"] or 0)
-                                    for m in med.values()),
+            "refine_le_ingest": {s: (m["refine_seconds"] or 0) <= (m["ingest_seconds"] or 0)
+                                 for s, m in med.items()},
             "peak_rss_ratio_300M_to_100M": (big["peak_rss_bytes"] or 0)
             / max(small["peak_rss_bytes"] or 1, 1),
         },
@@ -221,7 +236,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--workdir", default="/tmp/streamtopic-rawtext")
     ap.add_argument("--out", default=DEFAULT_OUT)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--resummarise", action="store_true",
+                    help="recompute the scale part's medians from the runs in --out")
     a = ap.parse_args(argv)
+    if a.resummarise:
+        with open(a.out) as fh:
+            result = json.load(fh)
+        seconds = result["scale"].get("seconds")
+        result["scale"] = {**summarise(result["scale"]["runs"]), "seconds": seconds}
+        write_result(result, a.out)
+        return result
     work = os.path.abspath(a.workdir)
     os.makedirs(work, exist_ok=True)
     result: dict[str, Any] = {"benchmark": "rawtext_scale", "machine": machine_info(),
