@@ -31,7 +31,6 @@ so an incremental update rewrites only what changed.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import logging
@@ -47,7 +46,7 @@ import numpy as np
 import scipy.sparse as sp
 import zarr
 
-from ._locking import FileLock, is_locked, owner_record
+from ._locking import FileLock, owner_record
 from .doccache import DamagedCacheError, PartitionRecord, read_partition
 
 __all__ = ["StoreError", "CachedPartition", "CooccurrenceStore", "DEFAULT_CHUNK"]
@@ -150,10 +149,8 @@ class _Lease:
 
     def __init__(self, root: str, version: int) -> None:
         folder = os.path.join(root, _READERS)
-        if not os.path.isdir(folder):
+        if not os.path.isdir(folder):  # with the umask: never writable by every user
             os.makedirs(folder, exist_ok=True)
-            with contextlib.suppress(OSError):  # readers of every user take leases here
-                os.chmod(folder, 0o1777)
         name = uuid.uuid4().hex
         tmp = os.path.join(folder, f".tmp-{name}")
         self.path = os.path.join(folder, f"{name}.json")
@@ -193,7 +190,11 @@ def _read_head(root: str) -> int | None:
 def live_leases(root: str, *, collect: bool = False) -> list[int] | None:
     """The versions named by live readers' leases of the store at ``root``; with ``collect``
     (a writer, holding the lock), the files of dead readers are removed. None when a lease
-    cannot be probed or read (then nothing may be deleted)."""
+    cannot be probed or read (then nothing may be deleted).
+
+    Entries are opened without following links and without blocking
+    (:func:`probe_lease`): anything in ``readers/`` that is not a regular file (a FIFO, a
+    socket, a link) is no lease, and is removed when collecting."""
     folder = os.path.join(root, _READERS)
     try:
         entries = list(os.scandir(folder))
@@ -204,29 +205,78 @@ def live_leases(root: str, *, collect: bool = False) -> list[int] | None:
     versions: list[int] = []
     try:
         for entry in entries:
-            if entry.name.startswith(".tmp-"):  # a lease being made, or its reader killed
-                if collect and _age(entry.path) > 60 and not is_locked(entry.path):
-                    _remove_quietly(entry.path)
-                continue
-            if not entry.name.endswith(".json"):
+            tmp = entry.name.startswith(".tmp-")  # a lease being made, or its reader killed
+            if not tmp and not entry.name.endswith(".json"):
                 continue
             try:
-                locked = is_locked(entry.path)
+                state = probe_lease(entry.path)
+            except ValueError:  # a lease being written
+                if not tmp:
+                    raise
+                state = 0
             except PermissionError:  # another user's lease: live unless a day old
                 if _age(entry.path) > STALE_LEASE:
                     continue
                 raise
-            if not locked:
-                if collect:
+            if state is None or (state == -1 and not (tmp and _age(entry.path) <= 60)):
+                if collect:  # no lease (not a regular file), or a dead reader's
                     _remove_quietly(entry.path)
                 continue
-            with open(entry.path) as fh:
-                versions.append(int(json.load(fh)["version"]))
+            if not tmp:
+                versions.append(state)
     except FileNotFoundError:  # released meanwhile: look again
         return live_leases(root, collect=collect)
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return versions
+
+
+#: The largest lease file read (a lease is a line of JSON)
+_LEASE_BYTES = 4096
+
+
+def probe_lease(path: str) -> int | None:
+    """What the file at ``path`` in ``readers/`` is: the version a live lease names (>= 0;
+    a lease being made names 0 until it is written), -1 for a dead reader's lease (its lock
+    is free), or None for anything that is not a regular file. The file is opened with
+    ``O_NOFOLLOW | O_NONBLOCK``, so neither a link nor a FIFO can redirect or hang the
+    probe, and at most 4 KiB of it is read.
+
+    Raises
+    ------
+    FileNotFoundError
+        The file went away meanwhile.
+    PermissionError
+        It cannot be opened (another user's lease).
+    ValueError
+        A live lease whose content is not a lease's.
+    """
+    import fcntl
+    import stat
+
+    if not stat.S_ISREG(os.lstat(path).st_mode):  # not even opened: a socket, a device
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO):  # replaced by a link, or a socket
+            return None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # held: a live reader
+            raw = os.pread(fd, _LEASE_BYTES + 1, 0)
+            if not raw:
+                return 0
+            if len(raw) > _LEASE_BYTES:
+                raise ValueError(f"{path}: longer than a lease") from None
+            return int(json.loads(raw)["version"])
+        return -1
+    finally:
+        os.close(fd)  # also drops the probe's own lock
 
 
 def _age(path: str) -> float:

@@ -620,10 +620,10 @@ def test_a_lease_that_cannot_be_probed_keeps_everything(tmp_path, monkeypatch):
     reader = CooccurrenceStore.open(store)
     q1 = reader.read_dense()
 
-    def is_locked_denied(path):
+    def probe_denied(path):
         raise PermissionError(13, "Permission denied", path)
 
-    monkeypatch.setattr(store_module, "is_locked", is_locked_denied)
+    monkeypatch.setattr(store_module, "probe_lease", probe_denied)
     ingest(write_docs(tmp_path / "b.txt", 200, seed=2), store)
     monkeypatch.undo()
     np.testing.assert_array_equal(reader.read_dense(), q1)
