@@ -437,12 +437,13 @@ def _open_stream(path: str) -> BinaryIO:
     return open(path, "rb")
 
 
-def _read_range(path: str, start: int, stop: int, index: str | None = None) -> bytes:
+def _read_range(path: str, start: int, stop: int, index: str | None = None,
+                digest: str | None = None) -> bytes:
     """Bytes [start, stop) of the (decompressed) content of ``path``; a gzip file with its
-    seek-point ``index`` (see :mod:`streamtopic._gzindex`) is entered near ``start``, else it
-    is decompressed from its start."""
+    seek-point ``index`` (see :mod:`streamtopic._gzindex`; ``digest``: its SHA-256 when it
+    was planned) is entered near ``start``, else it is decompressed from its start."""
     if index is not None:
-        got = _gzindex.read_range(path, index, start, stop)
+        got = _gzindex.read_range(path, index, start, stop, digest)
         if got is not None:
             return got
     try:
@@ -747,7 +748,8 @@ def _fixed_index(vocabulary: tuple[str, ...], tokenizer: Tokenizer) -> dict[str,
 
 def _read_text_part(part: _PartitionPlan, tokenizer: Tokenizer,
                     vocabulary: tuple[str, ...] | None = None) -> list[DocChunk]:
-    raw = _read_range(part.source.path, part.start, part.stop, part.opt("gzip_index"))
+    raw = _read_range(part.source.path, part.start, part.stop, part.opt("gzip_index"),
+                      part.opt("gzip_index_sha256"))
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
@@ -832,7 +834,7 @@ def _read_files_part(part: _PartitionPlan, tokenizer: Tokenizer,
         if members:
             base = members[0][0]
             raw = _read_range(src.path, base, members[-1][0] + members[-1][1],
-                              part.opt("gzip_index"))
+                              part.opt("gzip_index"), part.opt("gzip_index_sha256"))
             for off, size in members:
                 doc = raw[off - base : off - base + size]
                 if src.strip_headers:
@@ -929,7 +931,8 @@ def _uci_key(line: bytes) -> bytes:
 def _read_uci_part(part: _PartitionPlan) -> list[DocChunk]:
     path = part.source.path
     D, W, NNZ, _ = _uci_header(path)
-    raw = _read_range(path, part.start, part.stop, part.opt("gzip_index"))
+    raw = _read_range(path, part.start, part.stop, part.opt("gzip_index"),
+                      part.opt("gzip_index_sha256"))
     arr = _parse_ints(raw)
     n_lines = raw.count(b"\n") + (0 if raw.endswith(b"\n") or not raw else 1)
     if arr is None or arr.size != 3 * n_lines:
@@ -1245,7 +1248,7 @@ def _plan_byte_ranges(
     large ranges of a gzip read without one."""
     offsets, lines, total, index = _line_splits(src.path, start, blocksize, key, spacing)
     if index is not None:
-        options = options + (("gzip_index", index),)
+        options = options + _index_options(index)
     elif spacing is not None:
         coarse = _compressed_blocksize(blocksize, total)
         offsets, lines = _coarsen(offsets, lines, coarse)
@@ -1256,6 +1259,12 @@ def _plan_byte_ranges(
         for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:], strict=True))
         if b > a
     ]
+
+
+def _index_options(index: str) -> tuple[tuple[str, Any], ...]:
+    """A partition's options that name a gzip index: its path and its SHA-256, which the
+    reader checks before it trusts the index."""
+    return (("gzip_index", index), ("gzip_index_sha256", _gzindex.file_digest(index)))
 
 
 def _coarsen(offsets: list[int], lines: list[int], blocksize: int) -> tuple[list[int], list[int]]:
@@ -1276,7 +1285,7 @@ def _plan_members(
     members = _members(src)
     index = None if os.path.isdir(src.path) else _archive_listing(src.path)[1]
     if index is not None:
-        options = options + (("gzip_index", index),)
+        options = options + _index_options(index)
     elif kind is not None:
         blocksize = _compressed_blocksize(blocksize, sum(m[1] for m in members))
     parts = []
@@ -1369,26 +1378,48 @@ def _listing_path(index: str) -> str:
 
 def _saved_listing(path: str) -> tuple[tuple[tuple[str, int, int], ...], str] | None:
     """The member listing saved beside a gzip archive's index by an earlier reading of the
-    same file (same size and mtime; see :mod:`streamtopic._gzindex`), if both are there:
-    listing a large archive parses every header, which costs more than reading it."""
+    same file (same size and mtime; see :mod:`streamtopic._gzindex`), if both are there,
+    in a private directory, and both match the digests the listing records: the archive's
+    SHA-256 and its index's. Listing a large archive parses every header, which costs more
+    than reading it; a listing that does not match is made again."""
     index = _gzindex.index_path(path)
+    listing = _listing_path(index)
     try:
-        with open(_listing_path(index), encoding="utf-8") as fh:
-            rows = json.load(fh)
-        if not os.path.exists(index):
+        if not (os.path.exists(index) and _gzindex.private_dir(os.path.dirname(index))):
             return None
-        return tuple((str(n), int(o), int(z)) for n, o, z in rows), index
-    except (OSError, ValueError, TypeError):
+        with open(listing, encoding="utf-8") as fh:
+            saved = json.load(fh)
+        rows = tuple((str(n), int(o), int(z)) for n, o, z in saved["members"])
+        if (saved["digest"] != _listing_digest(saved["input"], saved["index"], rows)
+                or saved["input"] != _gzindex.file_digest(path)
+                or saved["index"] != _gzindex.file_digest(index)):
+            log.info("%s: the saved member listing %s does not match the archive; listing "
+                     "it again", path, listing)
+            return None
+        return rows, index
+    except (OSError, ValueError, TypeError, KeyError):
         return None
+
+
+def _listing_digest(input_digest: str, index_digest: str,
+                    rows: tuple[tuple[str, int, int], ...]) -> str:
+    """SHA-256 of a saved listing's content: the archive's and index's digests and every
+    member's (name, offset, size)."""
+    text = json.dumps([input_digest, index_digest, [list(r) for r in rows]])
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def _save_listing(path: str, index: str, listing: tuple[tuple[str, int, int], ...]) -> None:
     """Keep ``listing`` beside the index (aside, then renamed; other listings of the same
-    path removed). Not kept if it cannot be written."""
+    path removed), with the digests :func:`_saved_listing` checks. Not kept if it cannot be
+    written."""
     target = _listing_path(index)
     try:
+        digests = _gzindex.file_digest(path), _gzindex.file_digest(index)
+        saved = {"input": digests[0], "index": digests[1], "members": listing,
+                 "digest": _listing_digest(*digests, listing)}
         with written_aside(target) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(listing, fh)
+            json.dump(saved, fh)
         prefix = os.path.basename(target).split("-")[0]
         root = os.path.dirname(target)
         for name in os.listdir(root):
