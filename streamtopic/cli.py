@@ -420,7 +420,9 @@ def info(store_path: str, as_json: bool) -> None:
 
 
 def _fail_if_missing(summary: dict[str, Any]) -> None:
-    """Exit 1, after the summary, when blocks the store recorded are gone."""
+    """Exit 1, after the summary, when blocks the store recorded are gone, or a chunk or an
+    array fails its checksum or digest
+    (:meth:`~streamtopic.store.CooccurrenceStore.check_chunks`)."""
     missing = summary["missing_blocks"]
     if missing:
         i, j, v = missing[0]
@@ -428,6 +430,11 @@ def _fail_if_missing(summary: dict[str, Any]) -> None:
             f"{summary['path']}: damaged: {len(missing)} block(s) of Q recorded with non-zeros "
             f"are missing (first: block ({i}, {j}) of version {v}); run `streamtopic verify`"
         )
+    problems = summary.get("problems", [])
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise click.ClickException(f"{summary['path']}: damaged: {problems[0]}{more}; run "
+                                   "`streamtopic verify`")
 
 
 @main.command()
