@@ -512,10 +512,13 @@ def test_text_is_refined_from_the_token_cache(tmp_path):
 def test_a_crafted_manifest_path_is_not_read(tmp_path):
     store = str(tmp_path / "s.zarr")
     ingest(write_docs(tmp_path / "a.txt", 200, seed=1), store)
-    group = zarr.open_group(os.path.join(store, "versions", "v000001"), mode="r+")
-    sources = group.attrs["sources"]
-    sources[0]["path"] = "/etc/passwd"
-    group.attrs["sources"] = sources
+    manifest = os.path.join(store, "manifest.jsonl")  # appended per version (format 5)
+    with open(manifest) as fh:
+        lines = [json.loads(line) for line in fh]
+    lines[0][0]["path"] = "/etc/passwd"
+    with open(manifest, "w") as fh:
+        fh.writelines(json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n"
+                      for line in lines)
     with pytest.raises(StoreError, match="does not match its digest"):
         _refined_fit(store)
     with CooccurrenceStore.open(store) as s:
@@ -655,13 +658,21 @@ def test_a_reader_without_a_lease_is_told_its_version_was_superseded(tmp_path):
 
 
 def test_a_manifest_without_its_digest_is_refused(tmp_path):
+    """A version whose record of the manifest is removed, its metadata sealed again (as
+    whoever crafts a store could): the manifest has no digest, and is refused."""
+    from streamtopic.integrity import seal
+
     store = str(tmp_path / "s.zarr")
     ingest(write_docs(tmp_path / "a.txt", 200, seed=1), store)
+    root = zarr.open_group(store, mode="r+")
+    meta = dict(root.attrs["streamtopic"])
     group = zarr.open_group(os.path.join(store, "versions", "v000001"), mode="r+")
     attrs = dict(group.attrs)
-    del attrs["sources_digest"]
+    del attrs["manifest"]
+    attrs = seal(attrs, meta["uid"])
     group.attrs.clear()
     group.attrs.update(attrs)
+    root.attrs["streamtopic"] = seal(dict(meta, head_digest=attrs["digest"]))
     with pytest.raises(StoreError, match="does not match its digest"):
         _refined_fit(store)
 
