@@ -20,7 +20,9 @@ also stores to an array, LLVM guards the vector code with a run-time check that 
 do not overlap and falls back to the scalar loop (another order, other roundings) when two
 allocations happen to lie close together. So the kernels keep every floating-point sum in a
 loop that only reads, and results do not depend on where the heap put the arrays (measured:
-1 call in 25 differed in its last bits before).
+1 call in 25 differed in its last bits before). The float32 CVB0 kernels also leave out
+``arcp`` (:data:`CVB0_FASTMATH`): with it, the code compiled in a process and the code
+loaded from numba's cache computed other bits.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["add_pairs_dense", "count_pairs", "cvb0_estep", "mixture_weights"]
+__all__ = ["add_pairs_dense", "add_rows", "count_pairs", "cvb0_estep", "mixture_weights"]
 
 
 @njit(nogil=True, cache=True)
@@ -124,61 +126,176 @@ def add_pairs_dense(
                 flat[np.uint64(base + cols[b])] += va * vals[b]
 
 
-@njit(nogil=True, cache=True, fastmath=True)
-def _cvb0_responsibilities(
-    R: np.ndarray, indices: np.ndarray, p0: int, p1: int, beta_t: np.ndarray,
-    n_dk: np.ndarray, alpha: float, leave_out: bool,
-) -> None:
-    """R[e] ∝ (N_d − R[e] + α) ⊙ β_w for the document's entries p0:p1 (one token of the word
-    left out when ``leave_out``, else ∝ (N_d + α) ⊙ β_w); rows of words that every topic
-    gives probability 0 are set to 0."""
+#: LLVM's fast-math flags of the CVB0 kernels: all but ``arcp``. With ``arcp`` a float32
+#: division may become a reciprocal estimate, and the code numba compiles in a process
+#: (JIT) and the code it loads from its cache then differ: the same inputs gave other bits
+#: in the first process than in every later one (20 Newsgroups, K = 50).
+CVB0_FASTMATH = {"nnan", "ninf", "nsz", "contract", "reassoc", "afn"}
+
+#: SQUAREM rounds in a row whose residual is no smaller than the best so far, after which a
+#: document's CVB0 iteration goes on with plain maps (:func:`_cvb0_document`). Without this
+#: rule a 41-token document stalls at a residual of 3e-4 counts (no convergence at a
+#: tolerance of 1e-7·n_d in 1,000 maps; plain iteration: 30). Residuals of SQUAREM rounds
+#: go up and down on slowly converging documents: 2 rounds cost 2.4× the maps of no rule
+#: on 30 documents of 2,000 tokens with overlapping topics (tolerance 1e-5), 4 rounds 1.4×;
+#: on KOS, 20 Newsgroups and the 9.2M-word long documents 4 rounds add 0.1-0.4% maps to a
+#: refinement, and the same held-out likelihood to 3e-5 nats/token.
+STALLED_ROUNDS = 4
+
+
+@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
+def _cvb0_map(
+    R: np.ndarray, indices: np.ndarray, data: np.ndarray, p0: int, p1: int,
+    beta_t: np.ndarray, n_dk: np.ndarray, alpha: float, fresh: bool, out: np.ndarray,
+    n32: np.ndarray,
+) -> float:
+    """One CVB0 map of the document's entries p0:p1: R[e] ∝ (max(N_d − R[e], 0) + α) ⊙ β_w
+    (one token of the word left out), or, when ``fresh`` (R holds nothing of this document
+    yet), R[e] ∝ (N_d + α) ⊙ β_w; then ``out`` (K,) = Σ_e h_e R[e]. Returns
+    max_k |out_k − N_dk|. R and βᵀ are float32, ``out`` float64; ``n32`` (K,) float32 is
+    scratch. Rows of words that every topic gives probability 0 are set to 0. The clamp at
+    0 matters only at an extrapolated N_d (below a token's own share); at a map's output
+    N_d = Σ h R ≥ R[e]."""
     K = beta_t.shape[1]
-    own = 1.0 if leave_out else 0.0  # R holds finite values (never uninitialised memory)
+    a = np.float32(alpha)
+    own = np.float32(0.0) if fresh else np.float32(1.0)  # R holds finite values, never junk
+    for k in range(K):
+        n32[k] = np.float32(n_dk[k])
+        out[k] = 0.0
     for e in range(p0, p1):
         b = beta_t[indices[e]]
         r = R[e - p0]
         for k in range(K):
-            r[k] = (n_dk[k] + alpha - own * r[k]) * b[k]  # >= 0: N_dk >= r[k], alpha > 0
-        s = 0.0
+            r[k] = (max(n32[k] - own * r[k], np.float32(0.0)) + a) * b[k]
+        s = np.float32(0.0)
         for k in range(K):  # a loop that only reads: its vectorised sum has one order
             s += r[k]
-        inv = 1.0 / s if s > 1e-300 else 0.0
+        inv = np.float32(1.0) / s if s > 1e-30 else np.float32(0.0)
+        h = data[e]
         for k in range(K):
             r[k] *= inv
+            out[k] += h * r[k]
+    moved = 0.0
+    for k in range(K):
+        moved = max(moved, abs(out[k] - n_dk[k]))
+    return moved
 
 
-@njit(nogil=True, cache=True, fastmath=True)
+@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
+def _squarem_counts(t: np.ndarray, t1: np.ndarray, t2: np.ndarray, total: float) -> None:
+    """SQUAREM's extrapolation (Varadhan and Roland 2008, scheme S3) of topic counts, in
+    place in ``t``, from N, F(N), F(F(N)): x = N − 2s r + s² v with r = F(N) − N,
+    v = F(F(N)) − 2F(N) + N, s = min(−‖r‖/‖v‖, −1); clamped at 0 and rescaled to ``total``
+    tokens (where F(F(N)) itself when nothing is left)."""
+    K = t.size
+    rr, vv = 0.0, 0.0
+    for k in range(K):
+        r = t1[k] - t[k]
+        v = t2[k] - 2.0 * t1[k] + t[k]
+        rr += r * r
+        vv += v * v
+    step = min(-np.sqrt(rr / vv), -1.0) if vv > 0.0 else -1.0
+    for k in range(K):
+        r = t1[k] - t[k]
+        v = t2[k] - 2.0 * t1[k] + t[k]
+        t[k] = max(t[k] - 2.0 * step * r + step * step * v, 0.0)
+    s = 0.0
+    for k in range(K):
+        s += t[k]
+    for k in range(K):
+        t[k] = t[k] * (total / s) if s > 0.0 else t2[k]
+
+
+@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
 def _cvb0_document(
-    R: np.ndarray, new: np.ndarray, indices: np.ndarray, data: np.ndarray, p0: int, p1: int,
-    beta_t: np.ndarray, alpha: float, tol: float, max_iter: int, n_dk: np.ndarray,
+    R: np.ndarray, work: np.ndarray, n32: np.ndarray, indices: np.ndarray, data: np.ndarray,
+    p0: int, p1: int, beta_t: np.ndarray, alpha: float, tol: float, max_iter: int,
+    n_dk: np.ndarray,
 ) -> int:
-    """Iterate one document's responsibilities ``R`` and topic counts ``n_dk`` (in place, from
-    the ``n_dk`` given) until no count moves more than tol·(n_d + Kα); ``new`` (K,) is
-    scratch. Returns the iterations."""
+    """Iterate one document's CVB0 map from the ``n_dk`` given (in place) until it moves no
+    count more than tol·(n_d + Kα), or ``max_iter`` maps. Accelerated by SQUAREM (two maps,
+    one extrapolation, whose map starts the next round) while the extrapolations pay off:
+    the map's leave-out reads the previous map's R, so it is not a function of N_d alone,
+    and near the fixed point an extrapolation can stall at a residual around 1e-5 of the
+    document's tokens; after ``STALLED_ROUNDS`` rounds in a row that end with no smaller
+    residual than the best so far, plain maps go on. ``work`` (2, K) float64 is scratch.
+    On exit N_d = Σ_w h_dw R[w] (the last map's). Returns the maps evaluated."""
     K = beta_t.shape[1]
     nd = 0.0
     for e in range(p0, p1):
         nd += data[e]
-    _cvb0_responsibilities(R, indices, p0, p1, beta_t, n_dk, alpha, False)
-    it = 0
-    while True:  # N_d from R, then R from N_d: on exit, N_d = Σ_w h_dw R[w]
-        it += 1
-        new[:] = 0.0
-        for e in range(p0, p1):
-            h = data[e]
-            r = R[e - p0]
-            for k in range(K):
-                new[k] += h * r[k]
-        moved = 0.0
+    limit = tol * (nd + K * alpha)
+    t1, t2 = work[0], work[1]
+    moved = _cvb0_map(R, indices, data, p0, p1, beta_t, n_dk, alpha, True, t1, n32)
+    maps, best, misses = 1, moved, 0
+    while moved >= limit and maps < max_iter:
+        maps += 1
+        if misses >= STALLED_ROUNDS:
+            n_dk[:] = t1
+            moved = _cvb0_map(R, indices, data, p0, p1, beta_t, n_dk, alpha, False, t1, n32)
+            continue
+        plain = _cvb0_map(R, indices, data, p0, p1, beta_t, t1, alpha, False, t2, n32)
+        if plain < limit or maps >= max_iter:
+            n_dk[:] = t2
+            return maps
+        _squarem_counts(n_dk, t1, t2, nd)
+        maps += 1
+        moved = _cvb0_map(R, indices, data, p0, p1, beta_t, n_dk, alpha, False, t1, n32)
+        misses = 0 if moved < best else misses + 1
+        best = min(best, moved)
+    n_dk[:] = t1
+    return maps
+
+
+@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
+def _cvb0_start(N: np.ndarray, step: np.ndarray, nd: float, warm: bool) -> None:
+    """A document's starting counts, in place in N (K,): when ``warm``, N + ``step`` (the
+    change of its last pass) clamped at 0 and rescaled to ``nd`` tokens, else uniform."""
+    K = N.size
+    if not warm:
         for k in range(K):
-            moved = max(moved, abs(new[k] - n_dk[k]))
-            n_dk[k] = new[k]
-        if moved < tol * (nd + K * alpha) or it >= max_iter:
-            return it
-        _cvb0_responsibilities(R, indices, p0, p1, beta_t, n_dk, alpha, True)
+            N[k] = nd / K
+        return
+    s = 0.0
+    for k in range(K):
+        N[k] = max(N[k] + step[k], 0.0)
+    for k in range(K):
+        s += N[k]
+    for k in range(K):
+        N[k] = N[k] * (nd / s) if s > 0.0 else nd / K
 
 
-@njit(nogil=True, cache=True, fastmath=True)
+@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
+def _cvb0_summary(R: np.ndarray, indices: np.ndarray, data: np.ndarray, p0: int, p1: int,
+                  beta_t: np.ndarray, alpha: float, N: np.ndarray, out_t: np.ndarray,
+                  n32: np.ndarray) -> float:
+    """Adds a document's expected counts to ``out_t`` (U×K, float64); returns its
+    log-likelihood Σ_w h_dw log(θ_d·β_w), θ_d = (N_d + α) / (Σ_k N_dk + Kα), over the words
+    some topic gives a probability (the dot products in float32, as the E-step's; ``n32``
+    (K,) float32 is scratch)."""
+    K = beta_t.shape[1]
+    z = K * alpha
+    for k in range(K):  # a loop that only reads (see the module's note on determinism)
+        z += N[k]
+    for k in range(K):
+        n32[k] = np.float32(N[k] + alpha)
+    loglik, counted = 0.0, 0.0
+    for e in range(p0, p1):
+        b = beta_t[indices[e]]
+        o = out_t[indices[e]]
+        h = data[e]
+        for k in range(K):
+            o[k] += h * R[e - p0, k]
+        m = np.float32(0.0)
+        for k in range(K):
+            m += n32[k] * b[k]
+        if m > 1e-30:
+            loglik += h * np.log(np.float64(m))
+            counted += h
+    return loglik - counted * np.log(z)
+
+
+@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
 def cvb0_estep(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -188,37 +305,43 @@ def cvb0_estep(
     tol: float,
     max_iter: int,
     n_dk: np.ndarray,
+    step: np.ndarray,
     warm: bool,
     out_t: np.ndarray,
 ) -> tuple[int, float]:
     """E-step of EM for LDA with the topics fixed, by zero-order collapsed variational Bayes
     (CVB0, Asuncion et al. 2009): per document, each token's topic responsibilities
     r_dw ∝ (N_d − r_dw + α) ⊙ β_w (the document's expected topic counts without that token)
-    and N_d = Σ_w h_dw r_dw, iterated to a fixed point; then the expected topic-word counts
-    ``out_t[w] += h_dw r_dw`` (in place). Leaving the token out keeps a document's own tokens
-    from pulling its topics towards themselves, the bias of EM with a point θ_d.
+    and N_d = Σ_w h_dw r_dw, iterated to a fixed point (SQUAREM-accelerated); then the
+    expected topic-word counts ``out_t[w] += h_dw r_dw`` (in place). Leaving the token out
+    keeps a document's own tokens from pulling its topics towards themselves, the bias of
+    EM with a point θ_d. Responsibilities are float32, counts and sums float64.
 
     Parameters
     ----------
     indptr, indices, data : CSR arrays of the counts (n_docs × V), float64 data.
-    beta_t : ndarray of shape (V, K), C-contiguous
+    beta_t : ndarray of shape (V, K), float32, C-contiguous
         The topics, word-major.
     alpha : float
         Pseudo-count per topic.
     tol : float
-        A document stops when no count of N_d moves more than tol·(n_d + Kα).
+        A document stops when no count of N_d moves more than tol·(n_d + Kα) in a map.
     max_iter : int
-    n_dk : ndarray of shape (n_docs, K)
+        Most maps per document.
+    n_dk : ndarray of shape (n_docs, K), float64
         The documents' expected topic counts N_d: the start when ``warm`` (else uniform), and
         the result.
+    step : ndarray of shape (n_docs, K), float32
+        When ``warm``, each document's change of N_d in the last pass: the start is
+        extrapolated by it (N_d + step). Overwritten with this pass' change (0 when cold).
     warm : bool
-    out_t : ndarray of shape (V, K)
+    out_t : ndarray of shape (V, K), float64
         Expected counts, added to.
 
     Returns
     -------
-    iterations : int
-        Summed over the documents.
+    maps : int
+        CVB0 maps evaluated, summed over the documents.
     loglik : float
         Σ_dw h_dw log(θ_d·β_w) with θ_d = (N_d + α) / (Σ_k N_dk + Kα), over the tokens some
         topic gives a probability.
@@ -227,35 +350,35 @@ def cvb0_estep(
     width = 1
     for d in range(indptr.size - 1):
         width = max(width, indptr[d + 1] - indptr[d])
-    R = np.zeros((width, K))
-    new = np.empty(K)
+    R = np.zeros((width, K), dtype=np.float32)
+    work, n32, before = np.empty((2, K)), np.empty(K, dtype=np.float32), np.empty(K)
     total, loglik = 0, 0.0
     for d in range(indptr.size - 1):
         p0, p1 = indptr[d], indptr[d + 1]
         N = n_dk[d]
-        if not warm or p1 == p0:
-            nd = 0.0
-            for e in range(p0, p1):
-                nd += data[e]
-            for k in range(K):
-                N[k] = nd / K
-        if p1 == p0:
-            continue
-        total += _cvb0_document(R, new, indices, data, p0, p1, beta_t, alpha, tol, max_iter, N)
-        z = K * alpha
-        for k in range(K):
-            z += N[k]
+        nd = 0.0
         for e in range(p0, p1):
-            b = beta_t[indices[e]]
-            o = out_t[indices[e]]
-            for k in range(K):
-                o[k] += data[e] * R[e - p0, k]
-            m = 0.0
-            for k in range(K):
-                m += (N[k] + alpha) * b[k]
-            if m > 1e-300:
-                loglik += data[e] * np.log(m / z)
+            nd += data[e]
+        before[:] = N
+        _cvb0_start(N, step[d], nd, warm and p1 > p0)
+        if p1 > p0:
+            total += _cvb0_document(R, work, n32, indices, data, p0, p1, beta_t, alpha, tol,
+                                    max_iter, N)
+            loglik += _cvb0_summary(R, indices, data, p0, p1, beta_t, alpha, N, out_t,
+                                     n32)
+        for k in range(K):
+            step[d, k] = N[k] - before[k] if warm else 0.0
     return total, loglik
+
+
+@njit(nogil=True, cache=True)
+def add_rows(out: np.ndarray, rows: np.ndarray, values: np.ndarray) -> None:
+    """``out[rows[i]] += values[i]`` for every i, in order (``rows`` distinct or not)."""
+    for i in range(rows.size):
+        o = out[rows[i]]
+        v = values[i]
+        for k in range(o.size):
+            o[k] += v[k]
 
 
 @njit(nogil=True, cache=True)

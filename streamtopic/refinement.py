@@ -7,8 +7,8 @@ they do not maximise the likelihood of the documents. EM for LDA started from th
 * E-step, per document, topics fixed: zero-order collapsed variational Bayes (CVB0, Asuncion
   et al., "On smoothing and inference for topic models", 2009). Each token's topic
   responsibilities are r_dw ∝ (N_d − r_dw + α) ⊙ β_w, where N_d = Σ_w h_dw r_dw are the
-  document's expected topic counts (warm-started from the previous pass'), iterated to a fixed
-  point. Leaving the token out matters: EM with a point estimate of θ_d (responsibilities
+  document's expected topic counts, iterated to a fixed point (below: how). Leaving the token
+  out matters: EM with a point estimate of θ_d (responsibilities
   ∝ θ_d ⊙ β_w) lets a document's tokens pull its θ_d towards themselves. That estimator is
   biased, since θ_d has K − 1 free parameters per document whatever the corpus size. Measured
   from the true topics on a semi-synthetic corpus (V = 2,000, K = 20, 10M tokens), it drifts
@@ -25,7 +25,7 @@ papers' experiments).
 
 Cost. The passes run on a *sample*: whole partitions of the corpus, drawn at random under the
 seed until ``sample_tokens`` in-vocabulary tokens are read. The sample is read and tokenised
-once, into CSR over the global vocabulary, and persisted with Dask (in this process on the
+once, into CSR, and persisted with Dask (in this process on the
 threaded scheduler, on the workers of a cluster; the tasks of every pass then run where their
 documents are). So the cost of the passes depends on ``sample_tokens``, not on the corpus. When
 the sample is a proper subset, ONE full pass follows: the E-step for every document with the
@@ -34,13 +34,65 @@ over the whole corpus, which gives every word its row, words absent from the sam
 Every partition is read exactly once. When the corpus fits within ``sample_tokens`` the sample
 is the corpus and there is no extra pass.
 
-The documents' topic counts N_d stay on the workers as persisted Dask data from one pass to
-the next; the topics reach them through a ``.npy`` file in the scratch directory
-(memory-mapped, read once per process), never through the scheduler. The partitions' K×V
-counts are summed by a tree reduction in a fixed order, so the result is the same bit for bit
-on every run of the threaded scheduler.
+The documents' topic counts N_d (and their last change, below) stay on the workers as
+persisted Dask data from one pass to the next; the topics reach them through a ``.npy``
+file in the scratch directory (memory-mapped, read once per process), never through the
+scheduler. Each partition's documents are CSR over its own distinct words, so its E-step
+reads the topics and adds the expected counts for those U words only (U×K, gathered from
+and added into V×K); the partitions' counts are summed by a tree reduction in a fixed
+order, so the result is the same bit for bit on every run of the threaded scheduler.
 The inner loops are compiled (:mod:`streamtopic._kernels`) and run on the documents'
 non-zeros only.
+
+The E-step's fixed point, and its cost. One *map* of a document computes every token's
+responsibilities from N_d (one multiply-add per topic per distinct word, and a
+normalisation) and sums them into the new N_d. Profile of the plain iteration this replaced
+(one map at a time until no count moves more than ``THETA_TOL``·n_d, each pass from the
+previous pass' N_d), on the 60M-word long-document corpus (9,271 documents of about 5,000
+words, 9.9M distinct (document, word) pairs, V = 64,539, K = 50; ``python
+benchmarks/refinement_cost.py``): 16 passes, the first from uniform N_d at 29 maps per
+document (weighted by its pairs; median 27), the later ones at 13 falling to 3.5; a map cost
+85-91 ns per pair
+(float64), so the first pass was a quarter of the maps and the 15 warm ones the rest; and the
+partitions' V×K counts (199 partitions of 47 documents, each touching 19,000 of the 64,539
+words) cost another 1.5 s of CPU per pass (4 ms to zero each, 0.7 s to add them). Now:
+
+* SQUAREM (Varadhan and Roland 2008) accelerates each document's iteration: two maps, an
+  extrapolation of N_d (clamped at 0, rescaled to n_d), whose map starts the next round.
+  The map's leave-out reads the previous map's responsibilities, so it is not a function of
+  N_d alone: a round whose residual does not improve on the best is counted, and after
+  :data:`~streamtopic._kernels.STALLED_ROUNDS` of them plain maps go on (see there).
+* A warm pass starts each document from its last N_d moved by its change in the pass
+  before (``step``, float32, clamped at 0, rescaled): EM's late passes move N_d smoothly.
+  (Moved by 0.5 or 1.5 times the change: more maps.)
+* Responsibilities and topics in float32 (counts and sums in float64) halve a map's cost:
+  44 against 91 ns per pair on the 60M words (K = 50, one core). With each partition over
+  its own words (above) its topics and counts stay in the caches: the E-steps of a
+  refinement on the 60M words take 30 s of one core, against 55 s over all V words. The
+  plain iteration in float32 makes the same maps as in float64, to the held-out likelihood's
+  fifth decimal on every corpus below.
+
+E-step maps summed over a refinement from the default spectral topics (the plain iteration;
+SQUAREM; SQUAREM and the extrapolated start), and the E-steps' seconds on one core: KOS
+(K = 20) 374k, 228k, 180k; 20 Newsgroups 2.12M, 1.32M, 1.12M (K = 20; 4.5, 2.8, 2.2 s) and
+2.16M, 1.53M, 1.30M (K = 50); 9.2M words of long documents (K = 50) 153k, 70k, 61k (7.3, 4.0,
+3.5 s); the 60M words 1.04M, 516k, 428k (44, 31, 28 s). The refinement follows the same path
+to its tolerances: the same passes to one, the training likelihood per pass to 5e-4
+relative, and the held-out likelihood by document completion within −0.0005 to +0.0013
+nats/token of the plain iteration's (see the README; on the long documents it moves by
+0.003 between the 12th pass and the 35th).
+
+Not adopted, measured on the same refinements: a first map that leaves out each token's
+share estimated from N_d, so that every accepted map leaves its tokens out (on the
+semi-synthetic test corpus the refined topics end further from the truth: matched L1 0.066
+against 0.058 after 30 passes, since a document converged after that map keeps the one-step
+estimate of the leave-out, which over-corrects); a looser tolerance for the first pass
+(1e-2: 6% less time on the 60M words, one more pass); a bound of 1-3 maps per document per
+warm pass (3-5 times fewer maps, but EM then stops 0.03-0.05 nats/token short of the
+training likelihood on 20 Newsgroups: held-out −8.066 to −8.080 against −8.048 at K = 20);
+SQUAREM or over-relaxation of the topics across passes (the stopping rule then stops early
+on KOS and 20 Newsgroups, or saves one pass in 15 on the long documents at a lower held-out
+likelihood).
 """
 
 from __future__ import annotations
@@ -50,7 +102,7 @@ import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from numbers import Integral, Real
 from typing import Any
 
@@ -84,13 +136,18 @@ MAX_PASSES = 50
 # with a peak RSS of 1.1 GB (the whole corpus: 61 s, 0.75×, 1.9 GB).
 SAMPLE_TOKENS = 50_000_000
 START_FLOOR = 1e-10  # added to every entry of the starting topics: no token has probability 0
-THETA_TOL = 1e-3  # a document's E-step stops when no count of N_d moves more than this × n_d
+THETA_TOL = 1e-3  # a document's E-step stops when a map moves no count of N_d more than this·n_d
 #: THETA_TOL of the full pass' documents outside the sample, whose topic counts start from
 #: scratch and serve the M-step only. On the billion-token corpus (benchmarks/billion.py,
 #: K = 100) the fit with the defaults took 267 s at 1e-3 (matched L1 to the true topics
-#: 0.259), 215 s at 3e-3 (0.262) and 191 s at 1e-2 (0.269).
+#: 0.259), 215 s at 3e-3 (0.262) and 191 s at 1e-2 (0.269) (measured with the plain
+#: iteration of the E-step, before SQUAREM).
 FULL_PASS_THETA_TOL = 3e-3
-THETA_MAX_ITER = 100
+THETA_MAX_ITER = 100  # most maps per document per pass (SQUAREM's included)
+#: Partitions whose U×K expected counts one task adds into a V×K array (then summed by a
+#: tree). On the 60M-word corpus (199 partitions, V = 64,539, K = 50) groups of 8 (the
+#: reduction trees' fan-in) cost 0.41 s of CPU per pass, groups of 32 0.28 s.
+ADD_GROUP = 32
 #: Name prefix of the refinement's scratch directory (owned: see ``streamtopic._scratch``).
 REFINE_PREFIX = ".streamtopic-refine-"
 
@@ -114,8 +171,8 @@ class RefineResult:
     seconds : list of float
         Wall time per EM pass on the sample.
     theta_iterations : list of int
-        E-step iterations per pass, summed over the documents (each pass starts from the
-        previous pass' topic counts N_d).
+        E-step maps per pass, summed over the documents (each pass starts from the previous
+        pass' topic counts N_d, moved by their change in the pass before).
     converged : bool
         The log-likelihood's relative change in the last pass was below ``tol``.
     passes : int
@@ -162,13 +219,17 @@ class RefineResult:
 
 @dataclass
 class _Docs:
-    """One partition's documents as CSR over the global vocabulary (documents with at least
-    one in-vocabulary token only): ``indptr`` (n+1,) int64, ``indices`` (nnz,) int32 sorted
-    within rows, ``data`` (nnz,) float64 counts."""
+    """One partition's documents as CSR over its own distinct words (documents with at least
+    one in-vocabulary token only): ``words`` (U,) int64 the words' global ids, sorted;
+    ``indptr`` (n+1,) int64, ``indices`` (nnz,) int32 positions in ``words`` sorted within
+    rows, ``data`` (nnz,) float64 counts. The E-step's topics and expected counts are then
+    U×K, not V×K: a partition of 47 long documents (the 60M-word corpus: V = 64,539) has
+    U ≈ 19,000."""
 
     indptr: np.ndarray
     indices: np.ndarray
     data: np.ndarray
+    words: np.ndarray
 
     @property
     def n_docs(self) -> int:
@@ -192,8 +253,9 @@ def _docs_of(chunks: list[Any], vocab: list[str]) -> _Docs:
     H.sum_duplicates()
     H = H[np.flatnonzero(np.diff(H.indptr))]  # documents with no token in the vocabulary
     H.sort_indices()
-    return _Docs(H.indptr.astype(np.int64), H.indices.astype(np.int32),
-                 H.data.astype(np.float64))
+    words, local = np.unique(H.indices, return_inverse=True)  # order kept within rows
+    return _Docs(H.indptr.astype(np.int64), local.astype(np.int32).ravel(),
+                 H.data.astype(np.float64), words.astype(np.int64))
 
 
 def _sizes(docs: _Docs) -> tuple[int, float]:
@@ -206,26 +268,33 @@ def _load_beta(path: str) -> np.ndarray:
     return np.load(path, mmap_mode="r")
 
 
-# (V×K expected counts, log-likelihood, tokens, E-step iterations)
-_Summary = tuple[np.ndarray, float, float, int]
+# (the words' global ids (U,), their U×K expected counts, log-likelihood, tokens, E-step
+# maps); summed (:func:`_add`): (None, V×K counts, ...)
+_Summary = tuple[np.ndarray | None, np.ndarray, float, float, int]
+# A partition's documents' topic counts N_d (n_docs × K, float64) and their change in the
+# pass that made them (float32: it only extrapolates the next pass' start)
+_State = tuple[np.ndarray, np.ndarray]
 
 
-def _estep(docs: _Docs, n_dk: np.ndarray | None, beta_path: str, alpha: float,
-           theta_tol: float = THETA_TOL) -> tuple[np.ndarray, _Summary]:
+def _estep(docs: _Docs, state: _State | None, beta_path: str, alpha: float,
+           theta_tol: float = THETA_TOL) -> tuple[_State, _Summary]:
     """E-step of one partition (CVB0, :func:`~streamtopic._kernels.cvb0_estep`). The
-    documents' expected topic counts (n_docs × K) start from ``n_dk`` (the previous pass',
-    never modified) or, when None, from uniform; returns the new ones and the partition's
-    summary."""
+    documents' expected topic counts (n_docs × K) start from the previous pass' ``state``
+    (never modified), extrapolated by their change in that pass, or, when None, from
+    uniform; returns the new state and the partition's summary."""
     from ._kernels import cvb0_estep
 
-    beta_t = np.asarray(_load_beta(beta_path))
-    V, K = beta_t.shape
-    warm = n_dk is not None
-    counts = np.array(n_dk, dtype=np.float64) if warm else np.empty((docs.n_docs, K))
-    out = np.zeros((V, K))
+    beta_t = np.ascontiguousarray(_load_beta(beta_path)[docs.words])  # U×K float32
+    K = beta_t.shape[1]
+    warm = state is not None
+    if state is not None:
+        counts, step = np.array(state[0], dtype=np.float64), np.array(state[1], np.float32)
+    else:
+        counts, step = np.empty((docs.n_docs, K)), np.empty((docs.n_docs, K), np.float32)
+    out = np.zeros(beta_t.shape)
     iters, loglik = cvb0_estep(docs.indptr, docs.indices, docs.data, beta_t, alpha,
-                               theta_tol, THETA_MAX_ITER, counts, warm, out)
-    return counts, (out, float(loglik), docs.tokens, int(iters))
+                               theta_tol, THETA_MAX_ITER, counts, step, warm, out)
+    return (counts, step), (docs.words, out, float(loglik), docs.tokens, int(iters))
 
 
 def _estep_read(chunks: list[Any], vocab: list[str], beta_path: str, alpha: float
@@ -237,12 +306,19 @@ def _estep_read(chunks: list[Any], vocab: list[str], beta_path: str, alpha: floa
     return _estep(docs, None, beta_path, alpha, FULL_PASS_THETA_TOL)[1], docs.n_docs
 
 
-def _add(*parts: _Summary) -> _Summary:
-    out = parts[0][0].copy()
-    for p in parts[1:]:
-        out += p[0]
-    return (out, sum(p[1] for p in parts), sum(p[2] for p in parts),
-            sum(p[3] for p in parts))
+def _add(V: int, *parts: _Summary) -> _Summary:
+    """The sum of partitions' summaries, V×K (``words`` None), in the order given: the same
+    bits on every run."""
+    from ._kernels import add_rows
+
+    out = np.zeros((V, parts[0][1].shape[1]))
+    for p in parts:
+        if p[0] is None:
+            out += p[1]
+        else:
+            add_rows(out, p[0], p[1])
+    return (None, out, sum(p[2] for p in parts), sum(p[3] for p in parts),
+            sum(p[4] for p in parts))
 
 
 def _summary(x: tuple[_Summary, int]) -> _Summary:
@@ -328,20 +404,34 @@ class _Topics:
         self.beta, self.work, self.version = beta, work, 0
 
     def publish(self) -> str:
-        """Write βᵀ (V×K) for the workers; returns the path."""
+        """Write βᵀ (V×K, float32: the E-step's precision) for the workers; returns the
+        path."""
         self.version += 1
         path = os.path.join(self.work, f"beta-{self.version}.npy")
         with written_aside(path) as tmp, open(tmp, "wb") as fh:
-            np.save(fh, np.ascontiguousarray(self.beta.T))
+            np.save(fh, np.ascontiguousarray(self.beta.T, dtype=np.float32))
         old = os.path.join(self.work, f"beta-{self.version - 2}.npy")
         if os.path.exists(old):
             os.remove(old)
         return path
 
+    def sum(self, summaries: list[Any]) -> Any:
+        """The delayed sum of delayed partitions' summaries (:func:`_add`), in a fixed order:
+        groups of ``ADD_GROUP`` partitions' U×K counts each added into one V×K array, then a
+        tree reduction of those."""
+        from dask import delayed
+
+        from .cooccurrence import _tree
+
+        add = partial(_add, self.beta.shape[1])
+        groups = [delayed(add, pure=True)(*summaries[i:i + ADD_GROUP])
+                  for i in range(0, len(summaries), ADD_GROUP)]
+        return groups[0] if len(groups) == 1 else _tree(add, groups)
+
     def m_step(self, total: _Summary, eta: float) -> float:
         """β ← (N + η) / (N_k + Vη) from the summed E-step; returns its log-likelihood per
         token (at the topics the E-step used)."""
-        counts_t, loglik, tokens, _ = total
+        _, counts_t, loglik, tokens, _ = total  # V×K (:func:`_add`)
         V = self.beta.shape[1]
         N = counts_t.T  # K×V expected counts
         self.totals = N.sum(axis=1)
@@ -358,7 +448,6 @@ def _em_on_sample(topics: _Topics, docs: list[Any], *, passes: int | None, max_p
     from dask import delayed
 
     from .cluster import compute, persist
-    from .cooccurrence import _tree
     from .progress import Passes
 
     counts: list[Any] = [None] * len(docs)
@@ -371,11 +460,11 @@ def _em_on_sample(topics: _Topics, docs: list[Any], *, passes: int | None, max_p
                     for d, n in zip(docs, counts, strict=True)]
             with bar.tasks():
                 counts, total = persist(
-                    ([o[0] for o in outs], _tree(_add, [o[1] for o in outs])), False)
+                    ([o[0] for o in outs], topics.sum([o[1] for o in outs])), False)
                 (total,) = compute(total, progress=False)
             result.loglik_per_token.append(topics.m_step(total, eta))
             bar.done_pass(result.loglik_per_token[-1])
-            result.theta_iterations.append(int(total[3]))
+            result.theta_iterations.append(int(total[4]))
             result.seconds.append(time.perf_counter() - t0)
             result.passes = it + 1
             f = result.loglik_per_token
@@ -394,7 +483,6 @@ def _full_pass(topics: _Topics, corpus: Any, taken: np.ndarray, docs: list[Any],
     from dask import delayed
 
     from .cluster import compute
-    from .cooccurrence import _tree
 
     path = topics.publish()
     cached = [delayed(_estep, nout=2, pure=True)(d, n, path, float(alpha))[1]
@@ -404,9 +492,9 @@ def _full_pass(topics: _Topics, corpus: Any, taken: np.ndarray, docs: list[Any],
             for p in rest.to_bag().to_delayed()]
     summaries = cached + [delayed(_summary, pure=True)(r) for r in read]
     n_rest = delayed(sum)([delayed(_n_docs, pure=True)(r) for r in read])
-    total, n_rest = compute(_tree(_add, summaries), n_rest, progress=progress,
+    total, n_rest = compute(topics.sum(summaries), n_rest, progress=progress,
                             label="refine: full pass")
-    return topics.m_step(total, eta), total[2], int(n_rest)
+    return topics.m_step(total, eta), total[3], int(n_rest)
 
 
 #: The constraints of :func:`refine_topics`' parameters (:mod:`streamtopic._params`).

@@ -126,10 +126,11 @@ def test_warm_start_reaches_the_same_theta_with_less_work():
 
 
 def _cvb0_reference(H, beta, alpha, tol, max_iter):
-    """CVB0 with the topics fixed, one document at a time in numpy: N_d (n×K), the expected
-    counts (V×K) and the log-likelihood."""
+    """CVB0 with the topics fixed, one document at a time in numpy, by plain fixed-point
+    iteration (no acceleration, float64): N_d (n×K), the expected counts (V×K), the
+    log-likelihood and the iterations."""
     K, V_ = beta.shape
-    N_all, out, ll = np.zeros((H.shape[0], K)), np.zeros((V_, K)), 0.0
+    N_all, out, ll, iters = np.zeros((H.shape[0], K)), np.zeros((V_, K)), 0.0, 0
     for d in range(H.shape[0]):
         idx, h = H.indices[H.indptr[d]:H.indptr[d + 1]], H.data[H.indptr[d]:H.indptr[d + 1]]
         B = beta[:, idx].T  # nnz × K
@@ -137,61 +138,122 @@ def _cvb0_reference(H, beta, alpha, tol, max_iter):
         R = (N + alpha) * B
         R /= R.sum(axis=1, keepdims=True)
         for it in range(max_iter):
+            R = (N - R + alpha) * B  # one token of the word left out
+            R /= R.sum(axis=1, keepdims=True)
             new = h @ R
             done = np.abs(new - N).max() < tol * (h.sum() + K * alpha)
             N = new
             if done or it + 1 == max_iter:
+                iters += it + 1
                 break
-            R = (N - R + alpha) * B  # one token of the word left out
-            R /= R.sum(axis=1, keepdims=True)
         N_all[d] = N
         np.add.at(out, idx, h[:, None] * R)
         ll += h @ np.log(B @ ((N + alpha) / (N.sum() + K * alpha)))
-    return N_all, out, ll
+    return N_all, out, ll, iters
+
+
+def _estep(args, bt, alpha, tol, max_iter, N, warm=False, step=None):
+    """:func:`cvb0_estep` with the topics βᵀ cast to float32 and a zero ``step`` unless one
+    is given; returns (maps, log-likelihood, expected counts V×K, the new step)."""
+    step = np.zeros(N.shape, np.float32) if step is None else step.copy()
+    out = np.zeros(bt.shape)
+    maps, ll = cvb0_estep(*args, np.ascontiguousarray(bt, dtype=np.float32), alpha, tol,
+                          max_iter, N, step, warm, out)
+    return maps, ll, out, step
 
 
 def test_cvb0_kernel_matches_numpy():
     beta, H, args, bt, _ = _random_problem(1, 50, 300, 6, 0.05, 5)
     N = np.empty((50, 6))
-    out = np.zeros((300, 6))
-    iters, ll = cvb0_estep(*args, bt, 0.05, 1e-12, 1000, N, False, out)
-    N_ref, out_ref, ll_ref = _cvb0_reference(H, beta, 0.05, 1e-12, 1000)
-    np.testing.assert_allclose(N, N_ref, atol=1e-8)
-    np.testing.assert_allclose(out, out_ref, atol=1e-8)
-    np.testing.assert_allclose(ll, ll_ref, rtol=1e-10)
+    iters, ll, out, _ = _estep(args, bt, 0.05, 1e-7, 1000, N)
+    N_ref, out_ref, ll_ref, _ = _cvb0_reference(H, beta, 0.05, 1e-12, 1000)
+    # float32 responsibilities: the fixed point to about 1e-6 of a document's tokens
+    np.testing.assert_allclose(N, N_ref, atol=1e-4)
+    np.testing.assert_allclose(out, out_ref, atol=1e-4)
+    np.testing.assert_allclose(ll, ll_ref, rtol=1e-6)
     np.testing.assert_allclose(out.sum(axis=0), N.sum(axis=0))  # every token shared out
     np.testing.assert_allclose(N.sum(axis=1), np.asarray(H.sum(axis=1)).ravel())
     # the fixed point leaves each token out: a one-token document's responsibilities are
     # p(k | w) ∝ α β_kw, not pulled towards the topic the token itself favours
     one = sp.csr_matrix(([1.0], [7], [0, 1]), shape=(1, 300))
     N1 = np.empty((1, 6))
-    cvb0_estep(np.array([0, 1]), np.array([7], np.int32), one.data, bt, 0.05, 1e-12, 1000,
-               N1, False, np.zeros((300, 6)))
-    np.testing.assert_allclose(N1[0], beta[:, 7] / beta[:, 7].sum(), atol=1e-10)
-    # a warm start reaches the same counts in fewer iterations
+    _estep((np.array([0, 1]), np.array([7], np.int32), one.data), bt, 0.05, 1e-9, 1000, N1)
+    np.testing.assert_allclose(N1[0], beta[:, 7] / beta[:, 7].sum(), atol=1e-6)
+    # a warm start reaches the same counts in fewer maps
     warm = N_ref + 0.01
-    again = cvb0_estep(*args, bt, 0.05, 1e-12, 1000, warm, True, np.zeros((300, 6)))[0]
-    np.testing.assert_allclose(warm, N, atol=1e-7)
+    again = _estep(args, bt, 0.05, 1e-7, 1000, warm, True)[0]
+    np.testing.assert_allclose(warm, N, atol=1e-4)
     assert again < iters, (again, iters)
+
+
+def test_cvb0_kernel_accelerates_long_documents_and_bounds_the_maps():
+    """SQUAREM reaches the fixed point of slowly converging documents (2,000 tokens,
+    overlapping topics) as closely as plain iteration in under 60% of its maps, and
+    ``max_iter`` bounds every document's maps."""
+    rng = np.random.default_rng(7)
+    A = rng.dirichlet(np.full(400, 0.3), 8).T  # overlapping topics: slow plain iteration
+    H = synth.sample_documents(A, 30, alpha=0.3, doc_length=2000, seed=8).tocsr()
+    args = (H.indptr.astype(np.int64), H.indices.astype(np.int32), H.data.astype(float))
+    N = np.empty((30, 8))
+    maps = _estep(args, A, 0.01, 1e-5, 1000, N)[0]
+    N_ref, _, _, plain = _cvb0_reference(H, A.T, 0.01, 1e-5, 1000)
+    fixed = _cvb0_reference(H, A.T, 0.01, 1e-9, 20000)[0]
+    assert maps < 0.6 * plain, (maps, plain)
+    assert np.abs(N - fixed).max() < 1.5 * np.abs(N_ref - fixed).max()
+    assert _estep(args, A, 0.01, 1e-5, 3, np.empty((30, 8)))[0] == 3 * 30
+
+
+def test_cvb0_warm_start_extrapolated_by_the_last_change_saves_maps():
+    """Topics that drift smoothly from pass to pass (as EM's do late on real corpora): a pass
+    started from the last counts moved by their change in the previous pass (``step``) needs
+    fewer maps than one started from the last counts alone, and reaches the same counts."""
+    A, _ = synth.dirichlet_topics_with_anchors(300, 6, beta=0.05, seed=11)
+    H = synth.sample_documents(A, 200, alpha=0.1, doc_length=500, seed=12).tocsr()
+    args = (H.indptr.astype(np.int64), H.indices.astype(np.int32), H.data.astype(float))
+    far = _perturbed(A, seed=13, weight=1.0)
+
+    def topics(t):  # the truth moving towards other topics
+        return ((1 - 0.03 * t) * A.T + 0.03 * t * far).T
+
+    maps = {}
+    for moved in (False, True):
+        N, step, maps[moved] = np.empty((200, 6)), None, 0
+        for t in range(8):
+            m, _, _, new = _estep(args, topics(t), 0.01, 1e-4, 100, N, t > 0, step)
+            step = new if moved else None
+            maps[moved] += m if t >= 2 else 0
+    assert maps[True] < 0.8 * maps[False], maps
+    N_ref = _cvb0_reference(H, topics(7).T, 0.01, 1e-9, 5000)[0]
+    np.testing.assert_allclose(N, N_ref, atol=1e-3 * 500)  # the last (extrapolated) pass'
 
 
 def test_cvb0_kernel_results_do_not_depend_on_the_heap(corpus):
     """The same inputs give the same bits whatever lies next to the arrays in memory, on
     several threads (the vectorised sums must not fall back to another order; see
-    streamtopic._kernels)."""
+    streamtopic._kernels). The partitions' documents index their own words."""
     from streamtopic.refinement import _docs_of
 
-    A, d, vocab, _ = corpus
+    A, d, vocab, H = corpus
     c = _parts(d)
     docs = [_docs_of(corpus_mod._read_part(p, c.tokenizer), vocab) for p in c.parts[:6]]
-    bt = np.ascontiguousarray(_perturbed(A).T)
+    rows = 0
+    for dc in docs:  # local word positions map back onto the corpus' rows
+        local = sp.csr_matrix((dc.data, dc.indices, dc.indptr), (dc.n_docs, dc.words.size))
+        assert (np.diff(dc.words) > 0).all()
+        full = np.zeros((dc.n_docs, len(vocab)))
+        full[:, dc.words] = local.toarray()
+        np.testing.assert_array_equal(full, H[rows:rows + dc.n_docs].toarray())
+        rows += dc.n_docs
+    bt = np.ascontiguousarray(_perturbed(A).T, dtype=np.float32)
 
     def run(i, warm=None):
         N = np.empty((docs[i].n_docs, K)) if warm is None else warm.copy()
-        out = np.zeros(bt.shape)
-        ll = cvb0_estep(docs[i].indptr, docs[i].indices, docs[i].data, bt, 0.01, 1e-3, 100, N,
+        step = np.full(N.shape, 0.1, np.float32)
+        out = np.zeros((docs[i].words.size, K))
+        ll = cvb0_estep(docs[i].indptr, docs[i].indices, docs[i].data,
+                        np.ascontiguousarray(bt[docs[i].words]), 0.01, 1e-3, 100, N, step,
                         warm is not None, out)[1]
-        return N.tobytes() + out.tobytes(), ll
+        return N.tobytes() + out.tobytes() + step.tobytes(), ll
 
     first = [run(i) for i in range(len(docs))]
     warm = [np.frombuffer(f[0][:docs[i].n_docs * K * 8]).reshape(-1, K) + 0.3
@@ -212,6 +274,37 @@ def test_cvb0_kernel_results_do_not_depend_on_the_heap(corpus):
     for t in threads:
         t.join()
     assert len(differ) == 900 and not any(differ), sum(differ)
+
+
+_COMPILED_OR_CACHED = """
+import hashlib, sys
+import numpy as np
+from streamtopic.corpus import read_corpus
+from streamtopic.refinement import refine_topics
+start = np.load(sys.argv[2])
+vocab = open(sys.argv[3]).read().split()
+res = refine_topics(start, read_corpus(sys.argv[1], blocksize=40_000), vocab, passes=5)
+sys.stdout.write(hashlib.sha256(res.components.tobytes()).hexdigest())
+"""
+
+
+@pytest.mark.slow
+def test_cvb0_kernels_compiled_and_cached_give_the_same_bits(corpus, tmp_path):
+    """The kernels numba compiles in a process and the ones it loads from its cache in the
+    next compute the same bits (with ``arcp`` among the fast-math flags they did not)."""
+    import os
+    import subprocess
+    import sys
+
+    A, d, _, _ = corpus
+    np.save(tmp_path / "start.npy", _perturbed(A, weight=0.6))
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    cmd = [sys.executable, "-c", _COMPILED_OR_CACHED, str(d / "c.h5"),
+           str(tmp_path / "start.npy"), str(d / "vocab.txt")]
+    runs = [subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+            for _ in range(2)]
+    assert any((tmp_path / "numba").rglob("*.nbi"))  # the first run compiled and cached
+    assert runs[0] == runs[1] and len(runs[0]) == 64
 
 
 def test_kernels_with_words_no_topic_gives_a_probability():
@@ -235,14 +328,13 @@ def test_kernels_with_words_no_topic_gives_a_probability():
     out = np.zeros((100, 5))
     assert np.isfinite(em_expected_counts(*args, bt, theta, out))
     assert np.isfinite(out).all() and not out[dead].any()
-    N, out = np.empty((30, 5)), np.zeros((100, 5))
-    ll = cvb0_estep(*args, bt, 0.1, 1e-12, 5000, N, False, out)[1]
-    N_live, out_live = np.empty((30, 5)), np.zeros((100, 5))
-    ll_live = cvb0_estep(Hl.indptr.astype(np.int64), Hl.indices.astype(np.int32), Hl.data, bt,
-                         0.1, 1e-12, 5000, N_live, False, out_live)[1]
-    np.testing.assert_allclose(N, N_live, atol=1e-8)
-    np.testing.assert_allclose(out, out_live, atol=1e-8)
-    np.testing.assert_allclose(ll, ll_live, rtol=1e-12)
+    N, N_live = np.empty((30, 5)), np.empty((30, 5))
+    _, ll, out, _ = _estep(args, bt, 0.1, 1e-9, 5000, N)
+    live_args = (Hl.indptr.astype(np.int64), Hl.indices.astype(np.int32), Hl.data)
+    _, ll_live, out_live, _ = _estep(live_args, bt, 0.1, 1e-9, 5000, N_live)
+    np.testing.assert_allclose(N, N_live, atol=1e-5)
+    np.testing.assert_allclose(out, out_live, atol=1e-5)
+    np.testing.assert_allclose(ll, ll_live, rtol=1e-6)
     assert np.isfinite(out).all() and not out[dead].any()
 
 
@@ -337,6 +429,20 @@ def test_refinement_approaches_the_truth(corpus):
         after = matched_l1(A, res.components.T).mean
         assert after < 0.25 * before, (before, after)
     np.testing.assert_allclose(whole.prevalence.sum(), 1.0)
+
+
+def test_refinement_is_as_close_to_the_truth_as_the_plain_iteration(corpus):
+    """The accelerated E-step (SQUAREM, extrapolated warm starts, float32) refines the topics
+    as close to the truth as the plain fixed-point iteration it replaced (commit 707e0ed:
+    matched L1 0.0607 on the whole corpus, 0.0661 from a third of it, from the truth
+    perturbed by 0.6). A first map that leaves out each token's share estimated from N_d
+    (0.0693 and 0.0709) fails."""
+    A, d, vocab, H = corpus
+    start = _perturbed(A, weight=0.6)
+    whole = refine_topics(start, _parts(d), vocab)
+    sampled = refine_topics(start, _parts(d), vocab, sample_tokens=int(H.sum()) // 3)
+    assert matched_l1(A, whole.components.T).mean < 0.0615
+    assert matched_l1(A, sampled.components.T).mean < 0.0675
 
 
 def test_uninformative_and_zero_rows_get_topics(corpus):
