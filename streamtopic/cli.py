@@ -262,9 +262,13 @@ def _os_error_message(exc: OSError) -> str:
 
     An error of writing that names no file (zarr raises a full disk so) names the paths the
     command declared it writes (:func:`_writing`)."""
-    if exc.strerror is None:  # raised with a message of its own
-        return str(exc)
     paths = [os.fsdecode(p) for p in (exc.filename, exc.filename2) if p is not None]
+    if exc.strerror is None:  # raised with a message of its own (numpy's short write)
+        ctx = click.get_current_context(silent=True)
+        declared = list(ctx.meta.get("streamtopic.writes", [])) if ctx is not None else []
+        short = " (a short write: is the disk full?)" if "written" in str(exc) else ""
+        where = ", ".join(paths or declared)
+        return f"{where}: {exc}{short}" if where else f"{exc}{short}"
     if not paths and exc.errno in _WRITE_ERRNOS:
         ctx = click.get_current_context(silent=True)
         paths = list(ctx.meta.get("streamtopic.writes", [])) if ctx is not None else []
@@ -813,6 +817,7 @@ def infer(model_path: str, inputs: tuple[str, ...], output: str, output_format: 
     from .inference import infer_corpus, model_tokenizer
     from .model import AnchorTopicModel
 
+    _writing(output)
     model = AnchorTopicModel.load(model_path)
     tokenizer = model_tokenizer(model, reader.stop_words)
     corpus = read_corpus(list(inputs), format=reader.fmt, vocab=reader.vocab,

@@ -562,6 +562,9 @@ class AnchorTopicModel:
 
             start()
         with _opened(X) as source:
+            if int(self.n_topics) >= source.V:  # refused before anything is written
+                raise ValueError(f"n_topics={self.n_topics}: must be below the {source.V:,} "
+                                 f"words of {source.path}")
             self._budget = (int(self.memory_budget) if self.memory_budget is not None
                             else memory_budget())
             seconds: dict[str, float] = {}
