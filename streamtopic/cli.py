@@ -134,6 +134,7 @@ class _Reader:
     stop_words: str | None
     text_field: str
     strip_headers: bool
+    max_line_bytes: int | None
 
     def read(self, inputs: Sequence[str]) -> Any:
         from .corpus import read_corpus
@@ -142,7 +143,8 @@ class _Reader:
         return read_corpus(list(inputs), format=self.fmt, vocab=self.vocab,
                            text_field=self.text_field,
                            tokenizer=Tokenizer(stop_words=self.stop_words),
-                           strip_headers=self.strip_headers)
+                           strip_headers=self.strip_headers,
+                           max_line_bytes=self.max_line_bytes)
 
 
 _READER_OPTIONS = [
@@ -156,6 +158,11 @@ _READER_OPTIONS = [
     click.option("--text-field", default="text", show_default=True,
                  help="JSON Lines text field."),
     _strip_headers_option,
+    click.option("--max-line-bytes", type=click.IntRange(min=1), default=None,
+                 envvar="STREAMTOPIC_MAX_LINE_BYTES", show_envvar=True,
+                 help="The longest line (text, JSON Lines, UCI) or document (a file, an "
+                      "archive member) read, in decompressed bytes; a longer one is refused. "
+                      "Default 64 MiB."),
 ]
 
 _reader_options = _grouped("reader", _Reader, _READER_OPTIONS)
@@ -187,7 +194,7 @@ class _Ingest(_Reader):
             stop_words=self.stop_words, text_field=self.text_field,
             skip_existing=skip_existing, blocksize=self.blocksize, chunk_size=self.chunk_size,
             progress=progress, strip_headers=self.strip_headers, grow=grow,
-            max_doc_tokens=self.max_doc_tokens,
+            max_doc_tokens=self.max_doc_tokens, max_line_bytes=self.max_line_bytes,
         )
 
 
@@ -822,7 +829,8 @@ def infer(model_path: str, inputs: tuple[str, ...], output: str, output_format: 
     tokenizer = model_tokenizer(model, reader.stop_words)
     corpus = read_corpus(list(inputs), format=reader.fmt, vocab=reader.vocab,
                          text_field=reader.text_field, tokenizer=tokenizer,
-                         strip_headers=reader.strip_headers)
+                         strip_headers=reader.strip_headers,
+                         max_line_bytes=reader.max_line_bytes)
     # a small text corpus is read in this process: starting worker processes would cost
     # more than they save (SMALL_TEXT_BYTES)
     small = corpus.text_bytes() < SMALL_TEXT_BYTES

@@ -1085,6 +1085,7 @@ def ingest(
     strip_headers: bool = True,
     grow: bool = False,
     max_doc_tokens: int | None = None,
+    max_line_bytes: int | None = None,
 ) -> IngestReport:
     """Add a corpus to a co-occurrence store, creating the store if needed.
 
@@ -1101,7 +1102,7 @@ def ingest(
     inputs : paths, globs, directories, or a :class:`~streamtopic.corpus.Corpus`
     store : path
         The store directory.
-    format, vocab, text_field, blocksize, strip_headers
+    format, vocab, text_field, blocksize, strip_headers, max_line_bytes
         See :func:`streamtopic.corpus.read_corpus`. For a new store, ``vocab`` also fixes the
         store's vocabulary (no pruning).
     min_df, max_df, keep_n
@@ -1156,7 +1157,7 @@ def ingest(
                 keep_n=keep_n, stop_words=stop_words, tokenizer=tokenizer,
                 text_field=text_field, skip_existing=skip_existing, blocksize=blocksize,
                 chunk_size=chunk_size, progress=progress, strip_headers=strip_headers, grow=grow,
-                max_doc_tokens=max_doc_tokens,
+                max_doc_tokens=max_doc_tokens, max_line_bytes=max_line_bytes,
             )
     t0 = time.perf_counter()
     store_path = os.path.abspath(os.fspath(store))
@@ -1173,7 +1174,7 @@ def ingest(
             max_df=max_df, keep_n=keep_n, stop_words=stop_words, tokenizer=tokenizer,
             text_field=text_field, skip_existing=skip_existing, blocksize=blocksize,
             chunk_size=chunk_size, progress=progress, strip_headers=strip_headers, grow=grow,
-            max_doc_tokens=max_doc_tokens,
+            max_doc_tokens=max_doc_tokens, max_line_bytes=max_line_bytes,
         )
     finally:
         if lock is not None:
@@ -1268,7 +1269,7 @@ def _ingest_locked(
     format: str, vocab: str | None, min_df: int | None, max_df: float | None, keep_n: Any,
     stop_words: Any, tokenizer: Tokenizer | None, text_field: str, skip_existing: bool,
     blocksize: int | None, chunk_size: int | None, progress: bool, strip_headers: bool,
-    grow: bool = False, max_doc_tokens: int | None = None,
+    grow: bool = False, max_doc_tokens: int | None = None, max_line_bytes: int | None = None,
 ) -> IngestReport:
     """:func:`ingest`, once it holds an existing store's writer lock (``lock``)."""
     _check_pruning_args(existing, min_df, max_df, keep_n, vocab)
@@ -1280,6 +1281,7 @@ def _ingest_locked(
         corpus = read_corpus(
             inputs, format=format, vocab=vocab, text_field=text_field,
             tokenizer=tokenizer, blocksize=blocksize, strip_headers=strip_headers,
+            max_line_bytes=max_line_bytes,
         )
     if existing is not None:
         _check_tokenizer(existing, corpus, given)
