@@ -12,7 +12,9 @@ On a long-document corpus (``python benchmarks/rawtext_corpora.py longdocs DIR -
    counting (``scalar``: every pair one multiply-add; ``blas``: the tiled kernel) and the
    two link sizes (one partition a link, as before; ``LINK_BYTES``), in turns, the median of
    ``--repeats``;
-4. times ``streamtopic -v ingest`` as a whole (a subprocess: the default local cluster of
+4. measures a ceiling (:func:`ceiling`): the most frequent words' pairs at the full GEMM
+   rate, every other pair by scipy.sparse's product, at the best split;
+5. times ``streamtopic -v ingest`` as a whole (a subprocess: the default local cluster of
    worker processes) before (``STREAMTOPIC_PAIRS=scalar STREAMTOPIC_LINK_BYTES=0``) and after
    (the defaults), in turns, on the long documents and on short ones (20 Newsgroups, a
    semi-synthetic HDF5 corpus as in ``benchmarks/ingest.py``).
@@ -25,7 +27,8 @@ pair counting's time, and its ratio to the one-thread GEMM rate is reported.
 Usage::
 
     python benchmarks/pairs.py [--corpus PATH] [--short PATH,...] [--repeats 3]
-                               [--ingest-repeats 3] [--sweep 0.05,0.1,0.2] [--out PATH]
+                               [--ingest-repeats 3] [--sweep 0.05,0.1,0.2]
+                               [--ceiling 0,1000,2000,4000,8000] [--out PATH]
 
 Prints the results as JSON and writes them to ``benchmarks/results/pairs.json`` (or --out).
 """
@@ -166,6 +169,67 @@ def time_accumulation(grid: Any, docs: list[Any], per_link: int, repeats: int,
                 "links_per_group": len(variants[k][1])} for k, v in runs.items()}
 
 
+def ceiling(docs: list[Any], gemm_one: float, heads: list[int], kernel_pairs_per_second: float,
+            block: int = 2048) -> dict[str, Any]:
+    """The best rate a split of the work between dense GEMM and sparse products can reach on
+    these documents, from measured parts (one thread, BLAS pinned).
+
+    The words are ranked by document frequency. For a head of the ``h`` most frequent words,
+    the pairs inside the head are counted at the full one-thread GEMM rate as D × h dense
+    columns (a symmetric product: D·h²/2 multiply-adds; optimistic, since it ignores the
+    packing of the dense block), and every pair with a tail word by scipy.sparse's product
+    Hᵀ·H_tail, timed here on column blocks of ``block`` tail words. The rate is Σ_d u_d² ÷
+    (GEMM time + sparse time), the best over ``heads``; ratio to the GEMM rate reported. The
+    same with the tail's pairs at ``kernel_pairs_per_second`` (streamtopic's own kernel's
+    rate, measured above on every pair) instead of scipy's. ``useful_fraction`` is the share
+    of the head GEMM's multiply-adds that are pairs of the documents (the rest multiply
+    zeros): the most a dense product of that block can give of the GEMM rate."""
+    import scipy.sparse as sps
+    from threadpoolctl import threadpool_limits
+
+    ds = [d for d in docs if d is not None]
+    V = ds[0].V
+    H = sps.vstack([sps.csr_matrix((np.ones_like(d.data), d.indices, d.indptr),
+                                   shape=(d.indptr.size - 1, V)) for d in ds]).tocsc()
+    D = H.shape[0]
+    df = np.diff(H.indptr)
+    order = np.argsort(-df, kind="stable")
+    u = np.diff(H.tocsr().indptr).astype(np.float64)
+    total = float(np.sum(u * u))
+    Ht = H.T.tocsr()  # V×D
+    out: dict[str, Any] = {"sum_u2": total, "documents": D, "heads": {}}
+    with threadpool_limits(1, "blas"):
+        for h in heads:
+            head = order[:h]
+            u_head = np.asarray(H[:, head].sum(axis=1)).ravel()
+            head_pairs = float(np.sum(u_head * u_head))
+            tail = np.sort(order[h:])
+            t_sparse = 0.0
+            for k in range(0, tail.size, block):
+                cols = H[:, tail[k:k + block]]
+                t0 = time.perf_counter()
+                prod = Ht @ cols  # V × block: every pair with one of these tail words
+                t_sparse += time.perf_counter() - t0
+                del prod
+            t_gemm = D * h * h / 2 / gemm_one
+            rate = total / (t_gemm + t_sparse)
+            rate_kernel = total / (t_gemm + (total - head_pairs) / kernel_pairs_per_second)
+            out["heads"][str(h)] = {
+                "head_share_of_work": head_pairs / total,
+                "gemm_seconds_at_peak": t_gemm, "sparse_seconds": t_sparse,
+                "sparse_pairs_per_second": (total - head_pairs) / max(t_sparse, 1e-12),
+                "useful_fraction": head_pairs / max(D * h * h, 1),
+                "macs_per_second": rate, "ratio_to_gemm_one_thread": rate / gemm_one,
+                "with_kernel_tail_ratio_to_gemm": rate_kernel / gemm_one}
+            print(f"ceiling head {h}: {out['heads'][str(h)]}", file=sys.stderr, flush=True)
+    best = max(out["heads"].values(), key=lambda r: r["macs_per_second"])
+    out["best_macs_per_second"] = best["macs_per_second"]
+    out["best_ratio_to_gemm_one_thread"] = best["ratio_to_gemm_one_thread"]
+    out["best_with_kernel_tail_ratio_to_gemm"] = max(
+        r["with_kernel_tail_ratio_to_gemm"] for r in out["heads"].values())
+    return out
+
+
 def synth_corpus(spec: str, workdir: str) -> str:
     """``synth:TOKENS``: the semi-synthetic HDF5 corpus of ``benchmarks/ingest.py`` (V =
     5,000, K = 50, documents of 100 tokens), written once into ``workdir``."""
@@ -227,6 +291,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--ingest-repeats", type=int, default=3)
     parser.add_argument("--sweep", default="", help="BLAS_DENSITY values also timed")
+    parser.add_argument("--ceiling", default="0,250,1000,4000,8000",
+                        help="head sizes of the GEMM/sparse split measured ('' for none)")
     parser.add_argument("--out", default=DEFAULT_OUT)
     parser.add_argument("--workdir")
     args = parser.parse_args(argv)
@@ -259,6 +325,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         v["pairs_per_second"] = result["work"]["pairs_in_rectangles"] / v["seconds"]
         v["ratio_to_gemm_one_thread"] = v["macs_per_second"] / one
     result["accumulation_one_thread"] = acc
+    if args.ceiling:
+        result["ceiling"] = ceiling(docs, one, [int(x) for x in args.ceiling.split(",")],
+                                    acc["scalar/merged"]["macs_per_second"])
     corpora = [args.corpus] + [c for c in args.short.split(",") if c]
     if args.ingest_repeats > 0:
         result["ingest"] = time_ingests(corpora, workdir, args.ingest_repeats)
