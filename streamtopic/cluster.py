@@ -23,9 +23,11 @@ from typing import Any
 
 __all__ = [
     "CLUSTER_CONFIG",
+    "QUIET_LOGGERS",
     "SCHEDULER_ENV",
     "current_client",
     "n_workers",
+    "quiet_logs",
     "scheduler",
     "compute",
 ]
@@ -306,7 +308,7 @@ def _local_cluster(
     # error the command reports) only with -v
     verbose = log.isEnabledFor(logging.INFO)
     if not verbose:
-        logging.getLogger("distributed").setLevel(logging.CRITICAL)
+        quiet_logs()
     if local == "inproc":
         # one worker in this process, one thread per core: no pickling or transfers between
         # tasks; right for numerical work that releases the GIL
@@ -326,6 +328,19 @@ def _local_cluster(
             yield client
 
 
+#: Loggers silenced in a command's process and its workers, but with -v: Dask's own (a
+#: worker's "Compute Failed" with its traceback), and asyncio's ("Task exception was never
+#: retrieved": a failed task's exception as the client's or a worker's event loop drops it),
+#: which would be printed before the one-line error the command reports.
+QUIET_LOGGERS = ("distributed", "asyncio")
+
+
+def quiet_logs() -> None:
+    """Silence :data:`QUIET_LOGGERS` below CRITICAL in this process."""
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def _silence_workers(client: Any) -> None:
     """Silence the logs of the client's workers (which ``LocalCluster(silence_logs=...)``
     leaves on in worker processes), now and in any worker that starts later."""
@@ -333,7 +348,7 @@ def _silence_workers(client: Any) -> None:
 
     class SilentLogs(WorkerPlugin):
         def setup(self, worker: Any) -> None:
-            logging.getLogger("distributed").setLevel(logging.CRITICAL)
+            quiet_logs()
 
     client.register_plugin(SilentLogs(), name="streamtopic-silent-logs")
 

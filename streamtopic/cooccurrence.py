@@ -69,6 +69,8 @@ from .vocabulary import TermStats, Tokenizer, Vocabulary, read_vocab_file, valid
 
 __all__ = [
     "IngestReport", "ingest", "document_cooccurrence", "GROUP_BYTES", "SPLIT_EVERY", "SYNC_EVERY",
+    "ACCUMULATION_SHARE", "DENSE_START", "accumulation_bands", "accumulation_budget",
+    "dense_groups",
 ]
 
 GROUP_BYTES = 128 * 2**20  # dense bytes of Q one reduction group covers at most
@@ -254,7 +256,8 @@ def _make_grid(V: int, c: int, doc_freq: np.ndarray | None = None, n_docs: int =
     return _Grid(V, c, tuple(runs))
 
 
-def _block_bytes(df: np.ndarray, n_docs: int, c: int, bins: int = 32) -> np.ndarray:
+def _block_bytes(df: np.ndarray, n_docs: int, c: int, bins: int = 32,
+                 dense_above: float = 0.5 * DENSE_FRACTION) -> np.ndarray:
     """(nb, nb): the expected bytes of each block's running sum: dense (8 per entry) where
     the block's expected density (words co-occurring at random in documents, from their
     document frequencies binned by log) passes half of ``DENSE_FRACTION``, else 24 per
@@ -271,7 +274,7 @@ def _block_bytes(df: np.ndarray, n_docs: int, c: int, bins: int = 32) -> np.ndar
     nnz = hist @ pair @ hist.T
     sizes = np.minimum(c, df.size - np.arange(nb) * c).astype(np.float64)
     area = np.outer(sizes, sizes)
-    return np.where(nnz > 0.5 * DENSE_FRACTION * area, 8.0 * area, 24.0 * nnz)
+    return np.where(nnz > dense_above * area, 8.0 * area, 24.0 * nnz)
 
 
 # ----------------------------------------------------------------------------- partition tasks
@@ -729,7 +732,8 @@ def _add_pairs(acc: np.ndarray, part: _WeightedDocs, bounds: tuple[int, int, int
 
 
 def _accumulate_piece(
-    acc: Any, part: _WeightedDocs | None, bounds: tuple[int, int, int, int], *tickets: None
+    acc: Any, part: _WeightedDocs | None, bounds: tuple[int, int, int, int], *tickets: None,
+    dense: bool = False,
 ) -> Any:
     """One link of a group's accumulation chain: ``acc`` (the previous link's result, which
     only this link consumes) plus the partition's contribution to the group's rectangle
@@ -741,15 +745,17 @@ def _accumulate_piece(
     ``DENSE_FRACTION``; a group whose first partition already fills a quarter of it starts
     dense. In-place is safe: a link's input is read by no other task (a ticket only waits for
     it), and a failed link aborts the whole round (nothing is written), so nothing can be
-    counted twice. ``tickets`` only order the work. Returns the new sum."""
+    counted twice. ``tickets`` only order the work; ``dense``: start dense whatever the
+    first partition fills (a group expected dense enough: :func:`dense_groups`). Returns the
+    new sum."""
     if part is None or part.nnz == 0:
         return acc
     _, count_pairs = pair_kernels()
     r0, r1, c0, c1 = bounds
     area = (r1 - r0) * (c1 - c0)
-    if acc is None and count_pairs(part.indptr, part.indices, r0, r1, c0, c1) > (
+    if acc is None and (dense or count_pairs(part.indptr, part.indices, r0, r1, c0, c1) > (
         DENSE_FRACTION * area
-    ):
+    )):
         acc = np.zeros((r1 - r0, c1 - c0))
     if isinstance(acc, np.ndarray):
         _add_pairs(acc, part, bounds)
@@ -875,7 +881,8 @@ def _set_diagonal(block: Any, values: np.ndarray) -> Any:
     return sp.csr_matrix((data[keep], (row[keep], col[keep])), shape=block.shape)
 
 
-def _chains(parts: Sequence[Any], grid: _Grid, homes: Sequence[str] = ()) -> list[Any]:
+def _chains(parts: Sequence[Any], grid: _Grid, homes: Sequence[str] = (),
+            only: Sequence[int] | None = None, dense: Sequence[bool] = ()) -> list[Any]:
     """Sum each group's contributions along a linear chain of tasks, rounds in step.
 
     Link (k, g) adds link input k (the documents of a few partitions, :func:`_link_inputs`)
@@ -890,7 +897,9 @@ def _chains(parts: Sequence[Any], grid: _Grid, homes: Sequence[str] = ()) -> lis
     prefers worker ``homes[g mod len(homes)]`` (a loose restriction: any worker takes over if
     that one is lost). Left alone, the scheduler puts every chain where partition 0 was
     read, since all chains start from it, and then one worker holds all the running sums
-    and does all the adding.
+    and does all the adding. ``only``: the groups to sum (indices into ``grid.groups``;
+    default all), in that order; ``dense``: for each of them, whether its running sum
+    starts dense (default: by its first link's pairs).
     """
     import dask
     from dask import delayed
@@ -898,7 +907,8 @@ def _chains(parts: Sequence[Any], grid: _Grid, homes: Sequence[str] = ()) -> lis
     link = delayed(_accumulate_piece, pure=True)
     ticket = delayed(_ticket, pure=True)
     barrier = delayed(_barrier, pure=True)
-    bounds = [(*grid.rows(i), *grid.cols(i, g)) for i, g in grid.groups]
+    chosen = range(len(grid.groups)) if only is None else only
+    bounds = [(*grid.rows(grid.groups[n][0]), *grid.cols(*grid.groups[n])) for n in chosen]
     accs: list[Any] = [None] * len(bounds)
     barriers: list[Any] = []  # one per block of rounds
     for k, part in enumerate(parts):
@@ -907,8 +917,9 @@ def _chains(parts: Sequence[Any], grid: _Grid, homes: Sequence[str] = ()) -> lis
         last_of_block = k % SYNC_EVERY == SYNC_EVERY - 1 or k == len(parts) - 1
         tickets = []
         for g, b in enumerate(bounds):
-            with dask.annotate(**_home(homes, g)):
-                accs[g] = link(accs[g], part, b, *extra)
+            with dask.annotate(**_home(homes, chosen[g])):
+                accs[g] = link(accs[g], part, b, *extra,
+                               dense=bool(dense[g]) if len(dense) else False)
                 if last_of_block:
                     tickets.append(ticket(accs[g]))
         if last_of_block:
@@ -1085,6 +1096,7 @@ def ingest(
     strip_headers: bool = True,
     grow: bool = False,
     max_doc_tokens: int | None = None,
+    max_line_bytes: int | None = None,
 ) -> IngestReport:
     """Add a corpus to a co-occurrence store, creating the store if needed.
 
@@ -1101,7 +1113,7 @@ def ingest(
     inputs : paths, globs, directories, or a :class:`~streamtopic.corpus.Corpus`
     store : path
         The store directory.
-    format, vocab, text_field, blocksize, strip_headers
+    format, vocab, text_field, blocksize, strip_headers, max_line_bytes
         See :func:`streamtopic.corpus.read_corpus`. For a new store, ``vocab`` also fixes the
         store's vocabulary (no pruning).
     min_df, max_df, keep_n
@@ -1156,7 +1168,7 @@ def ingest(
                 keep_n=keep_n, stop_words=stop_words, tokenizer=tokenizer,
                 text_field=text_field, skip_existing=skip_existing, blocksize=blocksize,
                 chunk_size=chunk_size, progress=progress, strip_headers=strip_headers, grow=grow,
-                max_doc_tokens=max_doc_tokens,
+                max_doc_tokens=max_doc_tokens, max_line_bytes=max_line_bytes,
             )
     t0 = time.perf_counter()
     store_path = os.path.abspath(os.fspath(store))
@@ -1173,7 +1185,7 @@ def ingest(
             max_df=max_df, keep_n=keep_n, stop_words=stop_words, tokenizer=tokenizer,
             text_field=text_field, skip_existing=skip_existing, blocksize=blocksize,
             chunk_size=chunk_size, progress=progress, strip_headers=strip_headers, grow=grow,
-            max_doc_tokens=max_doc_tokens,
+            max_doc_tokens=max_doc_tokens, max_line_bytes=max_line_bytes,
         )
     finally:
         if lock is not None:
@@ -1268,7 +1280,7 @@ def _ingest_locked(
     format: str, vocab: str | None, min_df: int | None, max_df: float | None, keep_n: Any,
     stop_words: Any, tokenizer: Tokenizer | None, text_field: str, skip_existing: bool,
     blocksize: int | None, chunk_size: int | None, progress: bool, strip_headers: bool,
-    grow: bool = False, max_doc_tokens: int | None = None,
+    grow: bool = False, max_doc_tokens: int | None = None, max_line_bytes: int | None = None,
 ) -> IngestReport:
     """:func:`ingest`, once it holds an existing store's writer lock (``lock``)."""
     _check_pruning_args(existing, min_df, max_df, keep_n, vocab)
@@ -1280,6 +1292,7 @@ def _ingest_locked(
         corpus = read_corpus(
             inputs, format=format, vocab=vocab, text_field=text_field,
             tokenizer=tokenizer, blocksize=blocksize, strip_headers=strip_headers,
+            max_line_bytes=max_line_bytes,
         )
     if existing is not None:
         _check_tokenizer(existing, corpus, given)
@@ -1574,9 +1587,12 @@ def _accumulate(
             df[: store.V] = store.doc_freq
             frequencies = (df, store.n_docs)
         grid = _make_grid(txn.V, store.chunk_size, *(frequencies or (None, 0)))
-        parts = _partials(corpus, store, grid, txn.number, [src.path for src, _ in sources])
+        expected = _round_frequencies(store, corpus, frequencies) if len(grid.groups) > 1 \
+            else None
+        bands = accumulation_bands(grid, expected, accumulation_budget())
         written_lists, stats, new_hashes = _count_round(
-            corpus, store, sources, parts, grid, txn.number, progress
+            corpus, store, sources, bands, grid, txn.number, progress,
+            dense_groups(grid, expected),
         )
         _check_unchanged([src for src, _ in sources], stamps)
         fresh = iter(new_hashes)
@@ -1601,17 +1617,106 @@ def _accumulate(
     )
 
 
+def _round_frequencies(store: CooccurrenceStore, corpus: Corpus,
+                       frequencies: tuple[np.ndarray, int] | None
+                       ) -> tuple[np.ndarray, int] | None:
+    """The document frequencies and document count expected of this round's documents: a
+    new store's own (its vocabulary pass); for a store with documents, its frequencies
+    scaled by the round's input bytes over the bytes of the inputs it holds (a small update
+    of a large store expects few pairs: neither bands nor dense sums)."""
+    if frequencies is None or store.n_docs <= 0:
+        return frequencies
+    held = sum(int(e.get("bytes", 0) or 0) for e in store.sources)
+    if held <= 0:
+        return None
+    share = min(1.0, sum(s.size for s in corpus.sources) / held)
+    n = max(1, int(round(frequencies[1] * share)))
+    return np.minimum(np.asarray(frequencies[0], dtype=np.float64) * share, n), n
+
+
 def _partials(corpus: Corpus, store: CooccurrenceStore, grid: _Grid, version: int,
-              paths: Sequence[str]) -> list[Any]:
+              paths: Sequence[str] | None) -> list[Any]:
     """The delayed :func:`_partition_partial` of each partition of ``corpus``, partition
     k writing its text documents to the token cache as part k of ``version`` (``paths``:
-    the round's inputs in manifest order)."""
+    the round's inputs in manifest order; None: the cache is written by another band)."""
     from dask import delayed
 
     task = delayed(_partition_partial, pure=True)
     return [task(p, store.path, store.uid, grid, store.doc_length,
-                 _CacheTarget(version, k, tuple(paths)))
+                 _CacheTarget(version, k, tuple(paths)) if paths is not None else None)
             for k, p in enumerate(corpus.to_bag().to_delayed())]
+
+
+#: Share of the memory budget (:func:`~streamtopic.cluster.memory_budget`) that the running
+#: sums of one accumulation band may take, by their expected bytes (:func:`_block_bytes`)
+ACCUMULATION_SHARE = 0.25
+
+
+def accumulation_budget() -> int:
+    """Bytes the running sums of one accumulation band may take: ``ACCUMULATION_SHARE`` of
+    the memory budget, or ``$STREAMTOPIC_ACCUMULATION_BYTES`` (tests, benchmarks)."""
+    from .cluster import memory_budget
+
+    env = os.environ.get("STREAMTOPIC_ACCUMULATION_BYTES", "").strip()
+    return int(env) if env else int(ACCUMULATION_SHARE * memory_budget())
+
+
+#: Expected density (of a group's blocks, from the words' document frequencies) above which
+#: its running sum is dense from the start: the pair kernel adds a pair in 1–2 ns, scipy's
+#: sparse product and the merges of sparse sums take 50–100 ns (a vocabulary of 100,000
+#: words used evenly: 1.5 billion non-zeros, 15% dense); the memory is bounded by the bands
+DENSE_START = 0.02
+
+
+def _group_density(grid: _Grid, frequencies: tuple[np.ndarray, int]) -> np.ndarray:
+    """(groups,): each group's expected density (expected non-zeros over its area, from the
+    words' document frequencies, the documents co-occurring at random)."""
+    df = np.asarray(frequencies[0], dtype=np.float64)[: grid.V]
+    nnz = _block_bytes(df, int(frequencies[1]), grid.c, dense_above=np.inf) / 24.0
+    out = []
+    for i, g in grid.groups:
+        r0, r1 = grid.rows(i)
+        c0, c1 = grid.cols(i, g)
+        out.append(sum(nnz[i, j] for j in grid.blocks(i, g)) / max(1, (r1 - r0) * (c1 - c0)))
+    return np.asarray(out)
+
+
+def dense_groups(grid: _Grid, frequencies: tuple[np.ndarray, int] | None) -> list[bool]:
+    """Per group of ``grid``, whether its running sum starts dense: its expected density
+    passes ``DENSE_START`` (none without frequencies)."""
+    if frequencies is None or frequencies[1] <= 0:
+        return [False] * len(grid.groups)
+    return [bool(d > DENSE_START) for d in _group_density(grid, frequencies)]
+
+
+def accumulation_bands(grid: _Grid, frequencies: tuple[np.ndarray, int] | None,
+                       budget: float) -> list[list[int]]:
+    """The groups of ``grid`` (indices into ``grid.groups``) in bands: consecutive runs
+    whose running sums' expected bytes (:func:`_block_bytes`, from the words' document
+    frequencies and the documents they count) add up to at most ``budget``. Each band is
+    one pass over the corpus with only its groups' sums in memory: a large vocabulary used
+    evenly (whose sparse sums would outgrow the memory) costs more passes, not more memory.
+    One band without frequencies, or when everything fits."""
+    groups = list(range(len(grid.groups)))
+    if frequencies is None or frequencies[1] <= 0:
+        return [groups]
+    cost = _block_bytes(np.asarray(frequencies[0], dtype=np.float64)[: grid.V],
+                        int(frequencies[1]), grid.c)
+    need = [float(sum(cost[i, j] for j in grid.blocks(i, g))) for i, g in grid.groups]
+    for n, start_dense in enumerate(dense_groups(grid, frequencies)):
+        if start_dense:  # 8 bytes an entry of its rectangle
+            r0, r1 = grid.rows(grid.groups[n][0])
+            c0, c1 = grid.cols(*grid.groups[n])
+            need[n] = 8.0 * (r1 - r0) * (c1 - c0)
+    bands: list[list[int]] = [[]]
+    total = 0.0
+    for n, b in enumerate(need):
+        if bands[-1] and total + b > budget:
+            bands.append([])
+            total = 0.0
+        bands[-1].append(n)
+        total += b
+    return bands
 
 
 def _commit_round(
@@ -1673,15 +1778,58 @@ def _count_round(
     corpus: Corpus,
     store: CooccurrenceStore,
     sources: Sequence[tuple[Any, str | None]],
-    parts: Sequence[Any],
+    bands: Sequence[Sequence[int]],
     grid: _Grid,
     version: int,
     progress: bool,
+    dense: Sequence[bool] = (),
 ) -> tuple[list[list[tuple[int, int, int, int]]], _Stats, list[str]]:
-    """Run one ingest round: every group's chain over the partitions (``parts``, delayed
-    :func:`_partition_partial` results), then its writer into version ``version``; the
-    round's counts; the content hashes of the ``sources`` without one. Returns (each
-    writer's (i, j, nnz, sparse) per block written, the counts, the new hashes in order)."""
+    """Run one ingest round, band by band (:func:`accumulation_bands`): every group's chain
+    over the partitions (delayed :func:`_partition_partial` results), then its writer into
+    version ``version``; ``dense``: per group, whether its running sum starts dense
+    (:func:`dense_groups`). The first band also writes the token cache, sums the round's
+    counts and hashes the ``sources`` without a hash. The later bands take the documents
+    the first one weighted, when they are small (``CACHE_SHARE`` of the memory budget), else
+    read the corpus again. Returns (each writer's (i, j, nnz, sparse) per block written, the
+    counts, the new hashes in order)."""
+    from dask import delayed
+
+    from .cluster import memory_budget
+
+    keep = len(bands) > 1 and 2.0 * corpus.text_bytes() <= CACHE_SHARE * memory_budget()
+    written: list[list[tuple[int, int, int, int]]] = []
+    stats: Any = None
+    new_hashes: list[str] = []
+    kept: list[Any] | None = None
+    for b, band in enumerate(bands):
+        label = "co-occurrence" if len(bands) == 1 else f"co-occurrence {b + 1}/{len(bands)}"
+        if kept is not None:
+            links = [delayed(d, pure=True, traverse=False) for d in kept]
+            parts: list[Any] = []
+        else:
+            parts = _partials(corpus, store, grid, version,
+                              [src.path for src, _ in sources] if b == 0 else None)
+            links = _link_inputs(parts, _partitions_per_link(corpus))
+        lists, stats, hashes, docs = _count_band(
+            corpus, store, sources if b == 0 else (), parts, links, grid, band,
+            [dense[n] if dense else False for n in band], version, stats, progress, label,
+            keep=keep and b == 0)
+        kept = docs if keep else None
+        written.extend(lists)
+        new_hashes.extend(hashes)
+    return written, stats, new_hashes
+
+
+def _count_band(
+    corpus: Corpus, store: CooccurrenceStore, sources: Sequence[tuple[Any, str | None]],
+    parts: Sequence[Any], links: Sequence[Any], grid: _Grid, band: Sequence[int],
+    dense: Sequence[bool], version: int, stats: Any, progress: bool, label: str,
+    keep: bool = False,
+) -> tuple[list[list[tuple[int, int, int, int]]], _Stats, list[str], list[Any] | None]:
+    """One band of :func:`_count_round`: the chains (over ``links``, the link inputs) and
+    writers of the groups ``band`` (indices into ``grid.groups``); ``stats``: the round's
+    counts when an earlier band summed them, else None (summed here from ``parts``). With
+    ``keep``, also returns the link inputs' values (for the later bands)."""
     import dask
     from dask import delayed
 
@@ -1692,11 +1840,13 @@ def _count_round(
     head_nnz = store.block_nnz
     # not recorded: not checked
     head_nnz = np.full((nb, nb), -1, np.int64) if head_nnz is None else _padded(head_nnz, nb)
-    writes = []
     homes = worker_addresses()
-    totals = _chains(_link_inputs(parts, _partitions_per_link(corpus)), grid, homes)
-    stats_d = _tree(_sum_stats, [delayed(_stats_of, pure=True)(p) for p in parts])
-    for n, ((i, g), total) in enumerate(zip(grid.groups, totals, strict=True)):
+    totals = _chains(links, grid, homes, only=band, dense=dense)
+    stats_d = delayed(stats, pure=True, traverse=False) if stats is not None else _tree(
+        _sum_stats, [delayed(_stats_of, pure=True)(p) for p in parts])
+    writes = []
+    for n, total in zip(band, totals, strict=True):
+        i, g = grid.groups[n]
         old = np.array([head_bv[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
         old_nnz = np.array([head_nnz[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
         old_sparse = np.array([head_sparse[i, j] for j in grid.blocks(i, g)], dtype=np.int8)
@@ -1707,11 +1857,11 @@ def _count_round(
                 )
             )
     to_hash = [delayed(_source_hash, pure=False)(src) for src, h in sources if h is None]
-    written_lists, stats, new_hashes = compute(
-        writes, stats_d, to_hash, progress=progress, label="co-occurrence",
+    written_lists, stats_out, new_hashes, docs = compute(
+        writes, stats_d, to_hash, list(links) if keep else [], progress=progress, label=label,
         bytes_read=sum(s.size for s in corpus.sources) + store.q_bytes(),
     )
-    return written_lists, stats, list(new_hashes)
+    return written_lists, stats_out, list(new_hashes), list(docs) if keep else None
 
 
 def _manifest_entries(

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
-from ._io import remove_path, temp_beside, written_aside
+from ._io import written_aside
+from ._scratch import collect, owned_dir, owned_path
 
 if TYPE_CHECKING:
     from .vocabulary import Tokenizer
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DocumentCompletion",
     "Inferred",
+    "collect_debris",
     "document_completion",
     "document_counts",
     "infer_corpus",
@@ -421,15 +423,14 @@ def infer_corpus(
     c = corpus if isinstance(corpus, Corpus) else with_token_cache(read_corpus(
         corpus, tokenizer=model_tokenizer(model), strip_headers=strip_headers), model)
     c = c.onto(model.vocab_)
-    scratch = temp_beside(output, "parts")
-    os.makedirs(scratch)
-    try:
+    parent, name = os.path.split(os.path.abspath(output))
+    collect_debris(output)
+    with owned_dir(parent, f".{name}.parts-") as scratch, \
+            owned_path(parent, f".{name}.partial-") as aside:
         counts = _infer_parts(model, c, scratch, a, tol, max_iter, progress)
         meta = _output_meta(model, c, a, tol, max_iter, counts)
-        with written_aside(output) as tmp:
+        with written_aside(output, tmp=aside) as tmp:
             _WRITERS[fmt](tmp, _row_blocks(scratch, counts, c), K, meta)
-    finally:
-        remove_path(scratch)
     return Inferred(output, fmt, int(counts[:, 0].sum()), int(counts[:, 1].sum()),
                     int(counts[:, 2].sum()), time.perf_counter() - t0)
 
@@ -502,6 +503,15 @@ def _check_output(path: str, fmt: str) -> str:
             raise InferenceError(f"{path}: is a directory and not an earlier output of infer; "
                                  "not replaced")
     return path
+
+
+def collect_debris(output: str | os.PathLike[str]) -> int:
+    """Remove what killed runs of :func:`infer_corpus` left beside ``output``: their hidden
+    scratch directories (``.NAME.parts-*``) and partial outputs (``.NAME.partial-*``), each
+    owned through a process-held lock while its run lives
+    (:func:`streamtopic._scratch.collect`). Returns the bytes freed."""
+    parent, name = os.path.split(os.path.abspath(os.fspath(output)))
+    return collect(parent, lambda n: n.startswith((f".{name}.parts-", f".{name}.partial-")))
 
 
 def _infer_parts(model: Any, corpus: Any, scratch: str, alpha: np.ndarray, tol: float,

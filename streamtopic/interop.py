@@ -5,7 +5,8 @@
   ``streamtopic infer``) as pandas DataFrames.
 * :func:`coherence_topics`: each topic's top words, the ``topics=`` argument of gensim's
   ``CoherenceModel``.
-* :func:`pyldavis_data` and :func:`save_pyldavis`: pyLDAvis' prepared data and its HTML page
+* :func:`pyldavis_data`, :func:`pyldavis_html` and :func:`save_pyldavis`: pyLDAvis' prepared
+  data and its HTML page, which works offline and shows every word as text
   (``pip install streamtopic[interop]``).
 * scikit-learn: :class:`~streamtopic.model.AnchorTopicModel` follows the estimator API
   (``get_params``/``set_params``, ``fit`` on a document-term count matrix, ``transform``), so
@@ -16,6 +17,8 @@
 from __future__ import annotations
 
 import os
+import re
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,8 +26,9 @@ import numpy as np
 if TYPE_CHECKING:
     from .model import AnchorTopicModel
 
-__all__ = ["coherence_topics", "doc_topic_frame", "pyldavis_data", "save_pyldavis",
-           "topic_labels", "topic_word_frame", "term_frequency"]
+__all__ = ["coherence_topics", "doc_topic_frame", "pyldavis_data", "pyldavis_html",
+           "save_pyldavis", "script_safe_json", "topic_labels", "topic_word_frame",
+           "term_frequency"]
 
 
 class InteropError(ValueError):
@@ -150,21 +154,80 @@ def pyldavis_data(model: AnchorTopicModel, **kwargs: Any) -> Any:
     topics = topics / topics.sum(axis=1, keepdims=True)
     prevalence = np.asarray(model.topic_prevalence_, dtype=np.float64)
     kwargs.setdefault("n_jobs", 1)
-    return pyLDAvis.prepare(
-        topic_term_dists=topics, doc_topic_dists=(prevalence / prevalence.sum())[None, :],
-        doc_lengths=np.array([tf.sum()]), vocab=list(np.asarray(model.vocab_)[used]),
-        term_frequency=tf[used], **kwargs)
+    with warnings.catch_warnings():  # pandas' log of the zero probabilities of rare words
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return pyLDAvis.prepare(
+            topic_term_dists=topics, doc_topic_dists=(prevalence / prevalence.sum())[None, :],
+            doc_lengths=np.array([tf.sum()]), vocab=list(np.asarray(model.vocab_)[used]),
+            term_frequency=tf[used], **kwargs)
 
 
 def save_pyldavis(model: AnchorTopicModel, path: str | os.PathLike[str], **kwargs: Any) -> str:
-    """pyLDAvis' HTML page of a model (:func:`pyldavis_data`), written aside and renamed.
-    The page loads pyLDAvis' scripts from their CDN, as pyLDAvis' own pages do."""
-    import pyLDAvis
-
+    """pyLDAvis' HTML page of a model (:func:`pyldavis_data`, :func:`pyldavis_html`), written
+    aside and renamed. The page works offline: pyLDAvis' scripts and style sheet are inlined,
+    and every word is data, never markup."""
     from ._io import written_aside
 
     data = pyldavis_data(model, **kwargs)
     path = os.path.abspath(os.fspath(path))
-    with written_aside(path) as tmp:
-        pyLDAvis.save_html(data, tmp)
+    page = pyldavis_html(data, title=f"Topics of {os.path.basename(path)}")
+    with written_aside(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(page)
     return path
+
+
+#: Characters that could end a ``<script>`` element or an HTML comment, or a line of
+#: JavaScript, written as JSON escapes inside the page's data
+_SCRIPT_SAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                "\u2029": "\\u2029"}
+
+
+def script_safe_json(text: str) -> str:
+    """JSON text made safe to embed in an HTML ``<script>`` element: ``<``, ``>``, ``&`` and
+    the JavaScript line separators written as ``\\uXXXX`` escapes, which decode to the same
+    strings (a word such as ``</script><script>…`` stays a word)."""
+    return re.sub("[<>&\u2028\u2029]", lambda m: _SCRIPT_SAFE[m.group(0)], text)
+
+
+def _inline(text: str, tag: str) -> str:
+    """A script or style sheet's source inlined in a ``<tag>`` element: any ``</tag`` in it
+    (inside a string) written ``<\\/tag``, which does not end the element."""
+    return re.sub(f"</(?={tag})", "<\\\\/", text, flags=re.IGNORECASE)
+
+
+def pyldavis_html(data: Any, title: str = "pyLDAvis") -> str:
+    """A self-contained HTML page of pyLDAvis' ``PreparedData``: d3, LDAvis' script and its
+    style sheet inlined from the pyLDAvis package (pyLDAvis' own pages load them from
+    d3js.org and cdn.jsdelivr.net), the data as script-safe JSON (:func:`script_safe_json`),
+    the title escaped.
+
+    Parameters
+    ----------
+    data : pyLDAvis.PreparedData
+        From :func:`pyldavis_data` or ``pyLDAvis.prepare``.
+    title : str
+        The page's title (plain text).
+
+    Returns
+    -------
+    str
+        The page.
+    """
+    import html
+
+    from pyLDAvis import urls
+
+    def read(path: str) -> str:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+
+    return (
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+        f"<title>{html.escape(title)}</title>\n"
+        f"<style>{_inline(read(urls.LDAVIS_CSS_LOCAL), 'style')}</style>\n"
+        f"<script>{_inline(read(urls.D3_LOCAL), 'script')}</script>\n"
+        f"<script>{_inline(read(urls.LDAVIS_LOCAL), 'script')}</script>\n"
+        "</head><body>\n<div id=\"ldavis\" style=\"background-color:white;\"></div>\n"
+        f"<script>new LDAvis(\"#ldavis\", {script_safe_json(data.to_json())});</script>\n"
+        "</body></html>\n"
+    )

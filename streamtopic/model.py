@@ -175,8 +175,9 @@ class ModelError(ValueError):
 
 @contextmanager
 def _opened(X: Any) -> Iterator[CooccurrenceStore]:
-    """The store to fit, not empty: ``X`` itself, or the store at the path ``X``, opened
-    here and closed at the end (releasing its lease on the version it read)."""
+    """The store to fit, not empty and with every block of Q it recorded on disk (a block
+    the fit does not read is no less missing): ``X`` itself, or the store at the path ``X``,
+    opened here and closed at the end (releasing its lease on the version it read)."""
     if isinstance(X, CooccurrenceStore):
         store = X
     elif isinstance(X, (str, os.PathLike)):
@@ -189,6 +190,8 @@ def _opened(X: Any) -> Iterator[CooccurrenceStore]:
     try:
         if store.n_docs == 0:
             raise StoreError(f"{store.path}: the store is empty (no documents ingested)")
+        store.check_arrays()
+        store.check_blocks_present()
         yield store
     finally:
         if store is not X:
@@ -559,6 +562,9 @@ class AnchorTopicModel:
 
             start()
         with _opened(X) as source:
+            if int(self.n_topics) >= source.V:  # refused before anything is written
+                raise ValueError(f"n_topics={self.n_topics}: must be below the {source.V:,} "
+                                 f"words of {source.path}")
             self._budget = (int(self.memory_budget) if self.memory_budget is not None
                             else memory_budget())
             seconds: dict[str, float] = {}

@@ -7,6 +7,13 @@ counts and the diagnostics. It is written aside (:func:`~streamtopic._io.written
 renamed into place, so a reader never sees half a model; an existing path is replaced only
 when it is a model itself.
 
+Every array and the vocabulary carry a digest of their content in the JSON attribute, which
+carries a digest of itself (:mod:`streamtopic.integrity`; format 2), and each zarr chunk a
+CRC-32C checksum: a flipped byte, a truncated or deleted chunk (which zarr reads as zeros) or
+an edited attribute is a :class:`~streamtopic.model.ModelError` naming the file and the
+array, never a model. Shapes are checked against the vocabulary and the topics before any
+array is used. Models of format 1 (no digests) load with the shape checks only.
+
 Models saved before an array of :data:`OPTIONAL` existed load too: ``alpha_`` is then
 estimated from the saved topic-topic matrix and prevalence
 (:func:`~streamtopic.hyperparameters.estimate_alpha`; a refined model's own ``alpha_`` comes
@@ -22,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._io import written_aside
+from .integrity import array_digest, seal, unsealed
 
 if TYPE_CHECKING:
     from .model import AnchorTopicModel
@@ -30,7 +38,8 @@ __all__ = ["ARRAYS", "FORMATS", "MODEL_FORMAT", "OPTIONAL", "is_model", "load_mo
            "save_model"]
 
 MODEL_FORMAT = "streamtopic-model"
-FORMAT_VERSION = 1
+#: 2: digests of the arrays, the vocabulary and the attribute itself
+FORMAT_VERSION = 2
 #: File formats of a saved model.
 FORMATS = ("zarr", "hdf5")
 #: The fitted arrays a model saves: their names in the file, and the estimator's attribute.
@@ -76,10 +85,13 @@ def _write_zarr(path: str, arrays: dict[str, np.ndarray], vocab: list[str],
                 meta: dict[str, Any]) -> None:
     import zarr
 
+    from .store import checksum_codecs
+
     root = zarr.open_group(path, mode="w-")
     for name, arr in arrays.items():
-        root.create_array(name, data=arr)
-    v = root.create_array("vocab", shape=(len(vocab),), dtype=str)
+        root.create_array(name, data=arr, compressors=checksum_codecs())
+    v = root.create_array("vocab", shape=(len(vocab),), dtype=str,
+                          compressors=checksum_codecs())
     v[:] = np.asarray(vocab, dtype=str)
     root.attrs["streamtopic_model"] = meta
 
@@ -123,9 +135,13 @@ def save_model(model: AnchorTopicModel, path: str | os.PathLike[str],
     if os.path.exists(path) and not is_model(path):
         raise ModelError(f"{path}: exists and is not a streamtopic model; not overwritten")
     arrays = {name: np.asarray(getattr(model, attr)) for name, attr in ARRAYS.items()}
+    vocab = [str(w) for w in model.vocab_]
+    meta = _meta(model)
+    meta["digests"] = {name: array_digest(a) for name, a in arrays.items()}
+    meta["digests"]["vocab"] = array_digest(np.asarray(vocab, dtype=str))
     write = _write_zarr if format == "zarr" else _write_hdf5
     with written_aside(path) as tmp:
-        write(tmp, arrays, list(model.vocab_), _meta(model))
+        write(tmp, arrays, vocab, seal(meta))
     _mark_saved(model, path)
 
 
@@ -152,9 +168,21 @@ def _read_zarr(path: str) -> tuple[Any, dict[str, np.ndarray], list[str]]:
     root: Any = zarr.open_group(path, mode="r")
     meta = root.attrs.get("streamtopic_model")
     _check_format(path, meta)
-    arrays = {name: np.asarray(root[name][:]) for name in ARRAYS
-              if name not in OPTIONAL or name in root}
-    return meta, arrays, [str(t) for t in root["vocab"][:]]
+    names = [n for n in ARRAYS if n not in OPTIONAL or n in root]
+    arrays = {name: np.asarray(_named_read(path, name, lambda n: root[n][:])) for name in names}
+    vocab = _named_read(path, "vocab", lambda n: root[n][:])
+    return meta, arrays, [str(t) for t in vocab]
+
+
+def _named_read(path: str, name: str, read: Any) -> Any:
+    """``read(name)``, its failure (a chunk that fails its checksum or to decode, a missing
+    array) a :class:`~streamtopic.model.ModelError` naming the file and the array."""
+    from .model import ModelError
+
+    try:
+        return read(name)
+    except Exception as exc:  # zarr, h5py and the codecs raise many kinds
+        raise ModelError(f"{path}: damaged: {name} cannot be read ({exc})") from exc
 
 
 def _read_hdf5(path: str) -> tuple[Any, dict[str, np.ndarray], list[str]]:
@@ -164,8 +192,10 @@ def _read_hdf5(path: str) -> tuple[Any, dict[str, np.ndarray], list[str]]:
         raw = f.attrs.get("streamtopic_model")
         meta = json.loads(raw) if isinstance(raw, str) else None
         _check_format(path, meta)
-        arrays = {name: f[name][:] for name in ARRAYS if name not in OPTIONAL or name in f}
-        vocab = [x.decode() if isinstance(x, bytes) else str(x) for x in f["vocab"][:]]
+        names = [n for n in ARRAYS if n not in OPTIONAL or n in f]
+        arrays = {name: _named_read(path, name, lambda n: f[n][:]) for name in names}
+        vocab = [x.decode() if isinstance(x, bytes) else str(x)
+                 for x in _named_read(path, "vocab", lambda n: f[n][:])]
     return meta, arrays, vocab
 
 
@@ -174,6 +204,42 @@ def _check_format(path: str, meta: Any) -> None:
 
     if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
         raise ModelError(f"{path}: not a streamtopic model")
+    version = meta.get("format_version", 1)
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ModelError(f"{path}: written by a newer streamtopic (model format {version!r}, "
+                         f"this one reads up to {FORMAT_VERSION}); upgrade")
+    if unsealed(meta, required=version >= 2) is False:
+        raise ModelError(f"{path}: damaged: its attributes do not match their digest")
+
+
+def _check_arrays(path: str, meta: dict[str, Any], arrays: dict[str, np.ndarray],
+                  vocab: list[str]) -> None:
+    """Check what a model file holds before anything uses it: each array's (and the
+    vocabulary's) digest (format 2), then the shapes, types and anchor ids. Raises
+    :class:`~streamtopic.model.ModelError` naming the file and the array."""
+    from .model import ModelError
+
+    digests = meta.get("digests") or {}
+    named = dict(arrays, vocab=np.asarray(vocab, dtype=str))
+    for name, digest in digests.items():
+        if name not in named:
+            raise ModelError(f"{path}: damaged: {name} is missing")
+        if array_digest(named[name]) != digest:
+            raise ModelError(f"{path}: damaged: {name} does not match its digest (a chunk is "
+                             "missing or altered)")
+    V, K = len(vocab), int(np.asarray(arrays["topic_prevalence"]).size)
+    expected = {"components": (K, V), "anchors": (K,), "topic_prevalence": (K,),
+                "topic_cooccurrence": (K, K), "word_probability": (V,), "alpha": (K,)}
+    for name, shape in expected.items():
+        a = arrays.get(name)
+        if a is None:
+            continue
+        if a.shape != shape or a.dtype.kind not in ("iu" if name == "anchors" else "f"):
+            raise ModelError(f"{path}: damaged: {name} is a {a.shape} array of {a.dtype}; "
+                             f"a model of {K} topics over {V} words has {shape}")
+    anchors = arrays["anchors"]
+    if anchors.size and (int(anchors.min()) < 0 or int(anchors.max()) >= V):
+        raise ModelError(f"{path}: damaged: anchors name words outside its {V} words")
 
 
 def _saved_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -197,17 +263,27 @@ def load_model(path: str | os.PathLike[str]) -> AnchorTopicModel:
     ModelError
         When ``path`` is missing or holds no streamtopic model.
     """
-    from .model import AnchorTopicModel, ModelError
+    from .model import ModelError
 
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ModelError(f"{path}: no such model")
     try:
         meta, arrays, vocab = (_read_zarr if os.path.isdir(path) else _read_hdf5)(path)
+        _check_arrays(path, meta, arrays, vocab)
+        return _built(path, meta, arrays, vocab)
     except ModelError:
         raise
     except Exception as exc:  # foreign files: zarr/h5py raise many kinds
-        raise ModelError(f"{path}: not a streamtopic model ({exc})") from exc
+        raise ModelError(f"{path}: not a streamtopic model, or a damaged one ({exc})"
+                         ) from exc
+
+
+def _built(path: str, meta: dict[str, Any], arrays: dict[str, np.ndarray],
+           vocab: list[str]) -> AnchorTopicModel:
+    """The model of a loaded (and checked) file's contents."""
+    from .model import AnchorTopicModel
+
     model = AnchorTopicModel(**_saved_params(meta["params"]))
     if "alpha" not in arrays:  # saved before alpha_ existed
         from .hyperparameters import estimate_alpha

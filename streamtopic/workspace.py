@@ -20,7 +20,7 @@ import re
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -133,12 +133,40 @@ def rectified_target(store: CooccurrenceStore, key: str, scratch: str,
         Releases the entry when the fit ends.
     """
 
+    made = not os.path.isdir(os.path.join(store.path, CACHE_DIR))
     entry = open_cache_entry(store.path, key, version=store.version,
                              limit=cache_limit(store.q_bytes()), reserve=8 * store.V * store.V)
     if entry is None:
+        if made:
+            _remove_empty(os.path.join(store.path, CACHE_DIR))
         return RectifiedTarget(os.path.join(scratch, "rectified", key), False, False)
-    stack.callback(entry.release)
+    stack.push(_released(entry, os.path.join(store.path, CACHE_DIR) if made else None))
     return RectifiedTarget(entry.path, True, entry.reused)
+
+
+def _released(entry: CacheEntry, made: str | None) -> Callable[..., bool]:
+    """What ends a fit's hold on its cache entry: the lock released; and when the fit failed
+    and had the entry to write, the entry, its lock file and (``made``) the cache directory
+    it created removed: a refused or failed fit leaves nothing in the store."""
+
+    def release(exc_type: Any, exc: Any, tb: Any) -> bool:
+        if exc_type is None or entry.reused:
+            entry.release()
+            return False
+        shutil.rmtree(entry.path, ignore_errors=True)
+        _release_owner(entry.lock)
+        if made is not None:
+            _remove_empty(made)
+        return False
+
+    return release
+
+
+def _remove_empty(path: str) -> None:
+    try:
+        os.rmdir(path)
+    except OSError:  # not empty (another fit's entry), or gone
+        pass
 
 
 def _local_hosts() -> set[str]:

@@ -256,6 +256,9 @@ def test_scratch_dir_parameter(store, tmp_path, monkeypatch):
     meta = dict(g.attrs["streamtopic_model"])
     del meta["params"]["scratch_dir"]
     g.attrs["streamtopic_model"] = meta
+    from ._legacy import downgrade_model_to_format1
+
+    downgrade_model_to_format1(tmp_path / "m")  # (and before digests)
     assert AnchorTopicModel.load(tmp_path / "m").scratch_dir is None
     assert model.FIT_PREFIX.startswith(".")
 
