@@ -14,6 +14,7 @@ cache), :mod:`~streamtopic.inference` (per-document θ, document completion),
 :mod:`~streamtopic.cluster`, :mod:`~streamtopic.cli`.
 """
 
+from ._version import __version__
 from .cooccurrence import IngestReport, ingest
 from .corpus import Corpus, CorpusError, DocChunk, convert, read_corpus
 from .evaluation import evaluate
@@ -21,9 +22,8 @@ from .model import AnchorTopicModel, ModelError
 from .store import CooccurrenceStore, StoreError
 from .vocabulary import ENGLISH_STOP_WORDS, Tokenizer, Vocabulary
 
-__version__ = "0.1.0"
-
 __all__ = [
+    "__version__",
     "AnchorTopicModel",
     "CooccurrenceStore",
     "Corpus",

@@ -68,10 +68,10 @@ def warm_up() -> float:
     indptr = np.array([0, 2], dtype=np.int64)
     indices = np.array([0, 1], dtype=np.int32)
     data = np.ones(2)
-    beta_t = np.full((2, 2), 0.5)
+    beta_t = np.full((2, 2), 0.5, dtype=np.float32)  # the types of the refinement's call
     beta_t.flags.writeable = False  # as the refinement's memory-mapped βᵀ
-    counts, out = np.empty((1, 2)), np.zeros((2, 2))
-    cvb0_estep(indptr, indices, data, beta_t, 0.01, 1e-3, 10, counts, False, out)
+    counts, step, out = np.empty((1, 2)), np.empty((1, 2), np.float32), np.zeros((2, 2))
+    cvb0_estep(indptr, indices, data, beta_t, 0.01, 1e-3, 10, counts, step, False, out)
     return time.perf_counter() - t0
 
 

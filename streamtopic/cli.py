@@ -230,10 +230,10 @@ def _auto_or_int(value: str | None, option: str, words: tuple[str, ...]) -> int 
 
 def _numeric_inputs(inputs: Sequence[str], fmt: str) -> bool:
     """Whether every input is numerical (UCI or HDF5): no tokenising, threads suffice."""
-    from .corpus import _expand_inputs
+    from .corpus import expand_inputs
 
     try:
-        return all(f in ("uci", "hdf5") for _, f in _expand_inputs(list(inputs), fmt))
+        return all(f in ("uci", "hdf5") for _, f in expand_inputs(list(inputs), fmt))
     except (CorpusError, OSError):
         return False  # the ingest itself reports the error
 
@@ -412,10 +412,13 @@ def verify(store_path: str, check_inputs: bool) -> None:
     """Check a co-occurrence store for damage: read and checksum every stored block of Q,
     compare its non-zeros with the store's record, check the counts, that Q sums to the
     document count, and the manifest's digest. Exits 1 if anything is wrong."""
+    from .corpus import input_problems
     from .store import CooccurrenceStore
 
     with CooccurrenceStore.open(store_path) as store:
-        problems = store.verify(inputs=check_inputs)
+        problems = store.verify()
+        if check_inputs:
+            problems += input_problems(store)
         blocks = int((store.block_versions > 0).sum())
         what = f"{store.path} (version {store.version}, {blocks} stored blocks)"
     if not problems:
@@ -608,7 +611,7 @@ def fit(source: str, output: str, model_format: str, top: int, store_path: str |
     # (a store that fit builds from raw input already has them: the selection keeps it all)
     model.set_params(min_df=reader.min_df, max_df=reader.max_df, keep_n=reader.keep_n,
                      stop_words=reader.stop_words)
-    if model._validate_params().refine_passes != 0:  # a bad option stops before the ingest
+    if model.fit_settings().refine_passes != 0:  # a bad option stops before the ingest
         from ._warmup import start
 
         start()  # the EM kernel compiles while the ingest and the spectral stages run

@@ -28,6 +28,7 @@ __all__ = [
     "n_workers",
     "scheduler",
     "compute",
+    "delayed_tree",
 ]
 
 SCHEDULER_ENV = "STREAMTOPIC_SCHEDULER"
@@ -85,7 +86,7 @@ def memory_budget() -> int:
     client = current_client()
     limits = []
     if client is not None:
-        for w in _workers(client).values():
+        for w in scheduler_workers(client).values():
             limit = w.get("memory_limit") or 0
             limits.append(int(limit) if limit else int(psutil.virtual_memory().total))
     base = min(limits) if limits else local_memory()
@@ -100,7 +101,7 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _workers(client: Any) -> dict[str, Any]:
+def scheduler_workers(client: Any) -> dict[str, Any]:
     """The scheduler's record of every worker of ``client``, by address."""
     if _takes_n_workers(client):
         info = client.scheduler_info(n_workers=-1)
@@ -113,14 +114,14 @@ def n_workers() -> int:
     """Parallel slots of the active scheduler (worker threads, or local cores)."""
     client = current_client()
     if client is not None:
-        return max(1, sum(w.get("nthreads", 1) for w in _workers(client).values()))
+        return max(1, sum(w.get("nthreads", 1) for w in scheduler_workers(client).values()))
     return max(1, os.cpu_count() or 1)
 
 
 def worker_addresses() -> list[str]:
     """Addresses of the current client's workers, sorted (empty without a client)."""
     client = current_client()
-    return sorted(_workers(client)) if client is not None else []
+    return sorted(scheduler_workers(client)) if client is not None else []
 
 
 def spread(costs: Sequence[float]) -> list[dict[str, Any]]:
@@ -133,7 +134,7 @@ def spread(costs: Sequence[float]) -> list[dict[str, Any]]:
     the workers where Dask's scheduler would not: it hands the first tasks out in the order
     it processes the graph, before any priority counts."""
     client = current_client()
-    workers = _workers(client) if client is not None else {}
+    workers = scheduler_workers(client) if client is not None else {}
     if len(workers) < 2:
         return [{} for _ in costs]
     threads = {a: max(1, int(workers[a].get("nthreads", 1))) for a in sorted(workers)}
@@ -500,3 +501,20 @@ def _collections(items: Any) -> list[Any]:
     return out
 
 
+#: Fan-in of :func:`delayed_tree`.
+TREE_FAN_IN = 8
+
+
+def delayed_tree(combine: Any, items: Sequence[Any], fan_in: int = TREE_FAN_IN) -> Any:
+    """A reduction tree of delayed calls ``combine(*items)`` with fan-in ``fan_in``."""
+    from dask import delayed  # deferred, as all of Dask here: the command line starts without it
+
+    level = list(items)
+    if len(level) == 1:
+        return delayed(combine, pure=True)(level[0])
+    while len(level) > 1:
+        level = [
+            delayed(combine, pure=True)(*level[k : k + fan_in])
+            for k in range(0, len(level), fan_in)
+        ]
+    return level[0]

@@ -43,14 +43,14 @@ import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
-from itertools import repeat
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from ._io import TargetExistsError, written_aside
-from .corpus import Corpus, CorpusError, DocChunk, _uci_header, read_corpus, source_vocabulary
+from .cluster import delayed_tree
+from .corpus import Corpus, CorpusError, DocChunk, read_corpus, uci_header
 from .doccache import CachedDocuments, PartitionRecord, write_partition
 from .store import (
     DENSE,
@@ -60,11 +60,12 @@ from .store import (
     SPARSE,
     CooccurrenceStore,
     StoreError,
-    _padded,
     open_for_blocks,
+    padded_block_map,
     read_q_block,
     write_q_block,
 )
+from .termmap import global_ids, oov_terms, to_global
 from .vocabulary import TermStats, Tokenizer, Vocabulary, read_vocab_file, validate_pruning
 
 __all__ = [
@@ -324,68 +325,6 @@ class _Stats:
         return self
 
 
-_INDEX_CACHE: dict[int, tuple[Sequence[str], dict[str, int]]] = {}
-
-
-def _term_index(vocab: Sequence[str]) -> dict[str, int]:
-    key = id(vocab)
-    hit = _INDEX_CACHE.get(key)
-    if hit is not None and hit[0] is vocab:
-        return hit[1]
-    index = {t: i for i, t in enumerate(vocab)}
-    _INDEX_CACHE.clear()
-    _INDEX_CACHE[key] = (vocab, index)
-    return index
-
-
-#: (source vocabulary key, id of a term index) -> (the index, each source id's global id):
-#: chunks of a source with a vocabulary of its own (UCI, HDF5, a store's cached documents)
-#: map their ids by one array lookup instead of a dictionary lookup per term
-_ID_MAPS: dict[tuple[str, int], tuple[dict[str, int], np.ndarray]] = {}
-
-
-def _global_ids(chunk: DocChunk, index: dict[str, int]) -> np.ndarray:
-    """The global id of each of the chunk's terms (T,), -1 outside ``index``."""
-    if chunk.vocab_key is not None and chunk.term_ids is not None:
-        key = (chunk.vocab_key, id(index))
-        hit = _ID_MAPS.get(key)
-        if hit is None or hit[0] is not index:  # the entry holds ``index``: no id reuse
-            vocab = source_vocabulary(chunk.vocab_key)
-            hit = (index, np.fromiter((index.get(t, -1) for t in vocab), np.int64, len(vocab)))
-            if len(_ID_MAPS) >= 4:
-                _ID_MAPS.clear()
-            _ID_MAPS[key] = hit
-        return hit[1][np.asarray(chunk.term_ids, dtype=np.int64)]
-    return np.fromiter(map(index.get, chunk.terms, repeat(-1)), np.int64, len(chunk.terms))
-
-
-def _to_global(
-    chunk: DocChunk, index: dict[str, int], V: int, gids: np.ndarray | None = None
-) -> tuple[sp.csr_matrix, int]:
-    """The chunk's counts with global term ids as columns; returns (H, OOV tokens).
-    ``gids``: the chunk's :func:`_global_ids`, when the caller has them."""
-    gids = _global_ids(chunk, index) if gids is None else gids
-    c = chunk.counts
-    col = gids[c.indices]
-    keep = col >= 0
-    oov = int(c.data[~keep].sum())
-    if keep.all():
-        H = sp.csr_matrix((c.data, col, c.indptr), shape=(c.shape[0], V))
-    else:
-        row = np.repeat(np.arange(c.shape[0]), np.diff(c.indptr))
-        per_row = np.bincount(row[keep], minlength=c.shape[0])
-        indptr = np.r_[0, np.cumsum(per_row)]
-        H = sp.csr_matrix((c.data[keep], col[keep], indptr), shape=(c.shape[0], V))
-    return H, oov
-
-
-def _oov_terms(chunk: DocChunk, gids: np.ndarray) -> list[str]:
-    """The chunk's words that occur in it and have no global id (``gids``, its
-    :func:`_global_ids`)."""
-    cols = chunk.counts.indices
-    return [chunk.terms[k] for k in np.unique(cols[gids[cols] < 0]).tolist()]
-
-
 @dataclass
 class _WeightedDocs:
     """One partition's documents, ready for the accumulation links: Hu (n×V CSR, sorted
@@ -501,12 +440,12 @@ def _partition_partial(
     text = [ch for ch in chunks if ch.vocab_key is None] if cache is not None else []
     cached: list[sp.csr_matrix] = []
     for ch in chunks:
-        gids = _global_ids(ch, index)
-        H, oov = _to_global(ch, index, V, gids)
+        gids = global_ids(ch, index)
+        H, oov = to_global(ch, index, V, gids)
         if cache is not None and ch.vocab_key is None:
             cached.append(H)
         if oov:
-            stats.unkept.update(_oov_terms(ch, gids))
+            stats.unkept.update(oov_terms(ch, gids))
         kept = np.asarray(H.sum(axis=1), dtype=np.float64).ravel()  # tokens in the vocabulary
         n = ch.input_lengths.astype(np.float64) if doc_length == DOC_LENGTH else kept
         used = n >= 2
@@ -923,21 +862,6 @@ def _home(homes: Sequence[str], g: int) -> dict[str, Any]:
     return {"workers": [homes[g % len(homes)]], "allow_other_workers": True}
 
 
-def _tree(combine: Any, items: Sequence[Any]) -> Any:
-    """A reduction tree of delayed calls with fan-in ``SPLIT_EVERY``."""
-    from dask import delayed
-
-    level = list(items)
-    if len(level) == 1:
-        return delayed(combine, pure=True)(level[0])
-    while len(level) > 1:
-        level = [
-            delayed(combine, pure=True)(*level[k : k + SPLIT_EVERY])
-            for k in range(0, len(level), SPLIT_EVERY)
-        ]
-    return level[0]
-
-
 # ----------------------------------------------------------------------------- vocabulary pass
 
 
@@ -1167,7 +1091,7 @@ def ingest(
         lock = existing.writer_lock()  # before anything is read: a second writer stops here
     try:
         if existing is not None:
-            existing._reload()  # the head as it is now that this ingest is its only writer
+            existing.reload()  # the head as it is now that this ingest is its only writer
         report = _ingest_locked(
             inputs, store_path, existing, lock, format=format, vocab=vocab, min_df=min_df,
             max_df=max_df, keep_n=keep_n, stop_words=stop_words, tokenizer=tokenizer,
@@ -1429,7 +1353,7 @@ def _spilled_vocabulary_pass(
     parts = corpus.to_bag().to_delayed()
     stats = [delayed(_spill_partition, pure=True)(p, path)
              for p, path in zip(parts, paths, strict=True)]
-    item = _tree(_sum_term_stats, stats)
+    item = delayed_tree(_sum_term_stats, stats, SPLIT_EVERY)
     (total,) = compute(item, progress=progress, label="vocabulary pass",
                        bytes_read=sum(s.size for s in corpus.sources))
     bag = db.from_delayed([delayed(_load_spilled, pure=True)(p) for p in paths])
@@ -1437,7 +1361,8 @@ def _spilled_vocabulary_pass(
 
 
 def _sum_term_stats(*parts: TermStats) -> TermStats:
-    """:meth:`TermStats.sum` of its arguments (a node of :func:`_tree`)."""
+    """:meth:`TermStats.sum` of its arguments (a node of
+    :func:`~streamtopic.cluster.delayed_tree`)."""
     return TermStats.sum(parts)
 
 
@@ -1503,13 +1428,13 @@ def _remove_dead_first_ingests(store_path: str) -> None:
     import glob
 
     from ._locking import is_locked
-    from .store import _LOCK
+    from .store import LOCK_FILE
 
     pattern = os.path.join(
         os.path.dirname(store_path), f".{os.path.basename(store_path)}.{_BUILD_TAG}-*"
     )
     for tmp in glob.glob(pattern):
-        lock = os.path.join(tmp, _LOCK)
+        lock = os.path.join(tmp, LOCK_FILE)
         if os.path.exists(lock):  # its writer locks it from creation until the rename; a
             # lock file younger than a second may still be on its way to being locked
             try:
@@ -1688,14 +1613,17 @@ def _count_round(
     from .cluster import compute, worker_addresses
 
     nb = grid.nb  # more blocks than the head's when the round adds words
-    head_bv, head_sparse = _padded(store.block_versions, nb), _padded(store.block_sparse, nb)
+    head_bv = padded_block_map(store.block_versions, nb)
+    head_sparse = padded_block_map(store.block_sparse, nb)
     head_nnz = store.block_nnz
     # not recorded: not checked
-    head_nnz = np.full((nb, nb), -1, np.int64) if head_nnz is None else _padded(head_nnz, nb)
+    head_nnz = (np.full((nb, nb), -1, np.int64) if head_nnz is None
+                else padded_block_map(head_nnz, nb))
     writes = []
     homes = worker_addresses()
     totals = _chains(_link_inputs(parts, _partitions_per_link(corpus)), grid, homes)
-    stats_d = _tree(_sum_stats, [delayed(_stats_of, pure=True)(p) for p in parts])
+    stats_d = delayed_tree(_sum_stats, [delayed(_stats_of, pure=True)(p) for p in parts],
+                           SPLIT_EVERY)
     for n, ((i, g), total) in enumerate(zip(grid.groups, totals, strict=True)):
         old = np.array([head_bv[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
         old_nnz = np.array([head_nnz[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
@@ -1740,17 +1668,17 @@ def _check_sources(corpus: Corpus, stats: _Stats) -> None:
     for src in corpus.sources:
         if src.format != "uci":
             continue
-        D, W, NNZ, _ = _uci_header(src.path)
+        D, W, NNZ, _ = uci_header(src.path)
         ranges = sorted((r for r in stats.doc_ranges if r[0] == src.path), key=lambda r: r[3])
         for prev, cur in zip(ranges, ranges[1:], strict=False):
             if cur[1] <= prev[2]:
-                from .corpus import _line_of_offset
+                from .corpus import line_of_offset
 
                 raise CorpusError(
                     src.path,
                     f"entries must be sorted by docID (documents contiguous): docID {cur[1] + 1} "
                     f"follows docID {prev[2] + 1}",
-                    line=_line_of_offset(src.path, cur[3]),
+                    line=line_of_offset(src.path, cur[3]),
                 )
         got = stats.per_source.get(src.path, {}).get("entries", 0)
         if got != NNZ:
@@ -1763,7 +1691,7 @@ def _absent_uci_docs(corpus: Corpus, stats: _Stats) -> int:
     missing = 0
     for src in corpus.sources:
         if src.format == "uci":
-            D = _uci_header(src.path)[0]
+            D = uci_header(src.path)[0]
             rows = stats.per_source.get(src.path, {}).get("rows", 0)
             missing += max(0, D - rows)
     return missing

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
 from ._io import written_aside
-
-if TYPE_CHECKING:
-    from .model import AnchorTopicModel
+from .fitted import FittedModel, ModelError, check_is_fitted
+from .hyperparameters import estimate_alpha
 
 __all__ = ["ARRAYS", "FORMATS", "MODEL_FORMAT", "OPTIONAL", "is_model", "load_model",
            "save_model"]
@@ -46,7 +47,7 @@ ARRAYS = {
 OPTIONAL = ("alpha",)
 
 
-def _meta(model: AnchorTopicModel) -> dict[str, Any]:
+def _meta(model: FittedModel) -> dict[str, Any]:
     """The model's JSON attribute: its format, parameters, anchor words and record."""
     meta = {
         "format": MODEL_FORMAT,
@@ -95,13 +96,13 @@ def _write_hdf5(path: str, arrays: dict[str, np.ndarray], vocab: list[str],
         f.attrs["streamtopic_model"] = json.dumps(meta)
 
 
-def save_model(model: AnchorTopicModel, path: str | os.PathLike[str],
+def save_model(model: FittedModel, path: str | os.PathLike[str],
                format: str = "zarr") -> None:
     """Save a fitted model to a zarr group or an HDF5 file, written aside then renamed.
 
     Parameters
     ----------
-    model : AnchorTopicModel
+    model : FittedModel
         A fitted model.
     path : path
         Where to write it; an existing model there is replaced.
@@ -114,9 +115,7 @@ def save_model(model: AnchorTopicModel, path: str | os.PathLike[str],
     ValueError
         For another ``format``.
     """
-    from .model import ModelError
-
-    model._check_fitted()
+    check_is_fitted(model)
     path = os.fspath(path)
     if format not in FORMATS:
         raise ValueError(f"format={format!r}: expected 'zarr' or 'hdf5'")
@@ -129,16 +128,14 @@ def save_model(model: AnchorTopicModel, path: str | os.PathLike[str],
     _mark_saved(model, path)
 
 
-def _mark_saved(model: AnchorTopicModel, path: str) -> None:
+def _mark_saved(model: FittedModel, path: str) -> None:
     """Remember where the model is on disk (and that file's mtime), so that inference tasks
     load it from there instead of shipping its V×K arrays."""
-    model._saved_at = (os.path.abspath(path), os.stat(path).st_mtime_ns)
+    model.saved_at = (os.path.abspath(path), os.stat(path).st_mtime_ns)
 
 
 def is_model(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` holds a model that loads."""
-    from .model import ModelError
-
     try:
         load_model(path)
     except ModelError:
@@ -170,8 +167,6 @@ def _read_hdf5(path: str) -> tuple[Any, dict[str, np.ndarray], list[str]]:
 
 
 def _check_format(path: str, meta: Any) -> None:
-    from .model import ModelError
-
     if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
         raise ModelError(f"{path}: not a streamtopic model")
 
@@ -189,16 +184,21 @@ def _saved_params(params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-def load_model(path: str | os.PathLike[str]) -> AnchorTopicModel:
-    """Load a model saved by :func:`save_model` (zarr group or HDF5 file).
+def load_model(path: str | os.PathLike[str],
+               estimator: Callable[..., Any] = SimpleNamespace) -> Any:
+    """Load a model saved by :func:`save_model` (zarr group or HDF5 file): ``estimator``
+    called with the saved parameters, its fitted attributes set from the file.
+
+    ``estimator`` is the class to build: :meth:`AnchorTopicModel.load
+    <streamtopic.model.AnchorTopicModel.load>` passes itself (this module sits below the
+    estimator and does not import it). The default, ``types.SimpleNamespace``, gives the
+    saved parameters and fitted attributes as a plain record.
 
     Raises
     ------
     ModelError
         When ``path`` is missing or holds no streamtopic model.
     """
-    from .model import AnchorTopicModel, ModelError
-
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ModelError(f"{path}: no such model")
@@ -208,10 +208,8 @@ def load_model(path: str | os.PathLike[str]) -> AnchorTopicModel:
         raise
     except Exception as exc:  # foreign files: zarr/h5py raise many kinds
         raise ModelError(f"{path}: not a streamtopic model ({exc})") from exc
-    model = AnchorTopicModel(**_saved_params(meta["params"]))
+    model = estimator(**_saved_params(meta["params"]))
     if "alpha" not in arrays:  # saved before alpha_ existed
-        from .hyperparameters import estimate_alpha
-
         arrays["alpha"] = estimate_alpha(arrays["topic_cooccurrence"],
                                          arrays["topic_prevalence"])
     for name, attr in ARRAYS.items():

@@ -1093,9 +1093,9 @@ def _product_part(
 
 def _scratch_rows(rows_path: str, r0: int, r1: int) -> tuple[np.ndarray, np.ndarray]:
     """p and the squared norms of Q̄'s rows r0:r1, from the scratch array the client wrote."""
-    from .store import _open_read_only
+    from .store import open_read_only
 
-    stats = np.asarray(_open_read_only(rows_path)[r0:r1])
+    stats = np.asarray(open_read_only(rows_path)[r0:r1])
     return stats[:, 0], stats[:, 1]
 
 

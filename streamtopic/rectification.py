@@ -99,18 +99,6 @@ from .store import checksum_codecs
 
 __all__ = ["RECTIFY_METHODS", "RectifyResult", "rectify"]
 
-#: names of the store's cache of rectified arrays, now in :mod:`streamtopic.workspace`
-_MOVED = ("CACHE_DIR", "CacheEntry", "cache_bytes", "cache_entries", "cache_limit",
-          "clear_cache", "open_cache_entry")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:  # the cache moved to workspace (which imports this module)
-        from . import workspace
-
-        return getattr(workspace, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 RECTIFY_METHODS = ("none", "ap", "dr")
 
 log = logging.getLogger("streamtopic")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._locking import FileLock, is_locked, owner_record
+from ._random import resolve_seed
 from ._scratch import collect as _collect_debris
 from ._scratch import disk_bytes as _disk_bytes
 from ._scratch import hold as _hold
@@ -109,9 +110,10 @@ class RectifiedTarget:
 
 def rectified_key(version: int, n_topics: int, method: str, n_iter: int,
                   seed: int | None) -> str:
-    """The name of a rectified Q in a store's cache: ``v000003-K20-ap-15-seed0``."""
-    return (f"v{version:06d}-K{n_topics}-{method}-{n_iter}"
-            f"-seed{seed if seed is not None else 'none'}")
+    """The name of a rectified Q in a store's cache: ``v000003-K20-ap-15-seed0``; the seed
+    as a fit resolves it (:func:`~streamtopic._random.resolve_seed`: None is the default
+    seed, whose rectified Q it is)."""
+    return f"v{version:06d}-K{n_topics}-{method}-{n_iter}-seed{resolve_seed(seed)}"
 
 
 def rectified_target(store: CooccurrenceStore, key: str, scratch: str,
@@ -163,12 +165,12 @@ def _local_hosts() -> set[str]:
 def runs_on_this_host() -> bool:
     """Whether the fit's work runs on this machine: no distributed client, or a client whose
     workers all run on this host (their scratch can then be a local temporary directory)."""
-    from .cluster import _workers, current_client
+    from .cluster import current_client, scheduler_workers
 
     client = current_client()
     if client is None:
         return True
-    addresses = list(_workers(client))
+    addresses = list(scheduler_workers(client))
     if not addresses:
         return False
     from distributed.comm import get_address_host
