@@ -53,3 +53,21 @@ def test_the_rectified_cache_keys_the_default_seed_as_its_value():
     assert rectified_key(3, 20, "ap", 15, None) == rectified_key(3, 20, "ap", 15, 0) \
         == "v000003-K20-ap-15-seed0"
     assert rectified_key(3, 20, "ap", 15, 5) != rectified_key(3, 20, "ap", 15, 0)
+
+
+def test_lp_anchors_draw_from_the_resolved_seed(noisy_store, monkeypatch):
+    """The LP anchors' projection and noise sample are seeded under the default seed (they
+    drew from ``default_rng(None)``, fresh entropy, before the seed was resolved per fit)."""
+    from streamtopic import model as model_mod
+
+    seeds = []
+    real = model_mod.find_anchors_lp
+
+    def recorded(*args, seed, **kwargs):
+        seeds.append(seed)
+        return real(*args, seed=seed, **kwargs)
+
+    monkeypatch.setattr(model_mod, "find_anchors_lp", recorded)
+    for kw in (dict(method="plain", anchor_min_df=1), dict(refine_passes=0, core_size="all")):
+        st.AnchorTopicModel(6, anchor_method="lp", progress=False, **kw).fit(noisy_store)
+    assert seeds == [DEFAULT_SEED, DEFAULT_SEED]
