@@ -173,9 +173,11 @@ class _Ingest(_Reader):
     max_doc_tokens: int | None
 
     def ingest(self, inputs: Sequence[str], store: str, *, skip_existing: bool,
-               progress: bool, reuse: bool = False, grow: bool = False) -> Any:
+               progress: bool, reuse: bool = False, grow: bool = False,
+               memory_budget: int | None = None) -> Any:
         """Ingest ``inputs`` into ``store``; ``reuse``: into an existing store, whose
-        vocabulary settings stand (the options that build a new store are not passed)."""
+        vocabulary settings stand (the options that build a new store are not passed);
+        ``memory_budget`` in bytes (None: the automatic one)."""
         from .cooccurrence import ingest
 
         new = not reuse
@@ -186,7 +188,7 @@ class _Ingest(_Reader):
             stop_words=self.stop_words, text_field=self.text_field,
             skip_existing=skip_existing, blocksize=self.blocksize, chunk_size=self.chunk_size,
             progress=progress, strip_headers=self.strip_headers, grow=grow,
-            max_doc_tokens=self.max_doc_tokens,
+            max_doc_tokens=self.max_doc_tokens, memory_budget=memory_budget,
         )
 
 
@@ -620,7 +622,7 @@ def fit(source: str, output: str, model_format: str, top: int, store_path: str |
     store = source
     if not is_store:
         store = store_path or f"{output.rstrip('/')}.store"
-        _ingest_for_fit(source, store, output, reader, sched, numeric)
+        _ingest_for_fit(source, store, output, reader, sched, numeric, model.memory_budget)
     # the scheduler per stage: tokenising text wants the process cluster, the numerical
     # stages threads (they release the GIL and share memory); a chosen scheduler runs both
     with sched(numeric=numeric or not sched.chosen):
@@ -650,14 +652,14 @@ def _fit_reader(reader: _Ingest, input_format: str | None, source: str) -> _Inge
 
 
 def _ingest_for_fit(source: str, store: str, output: str, reader: _Ingest, sched: _Scheduler,
-                    numeric: bool) -> None:
+                    numeric: bool, memory_budget: int | None) -> None:
     """Ingest ``fit``'s raw input into ``store`` (an existing store is reused, its
-    vocabulary settings standing)."""
+    vocabulary settings standing), within the fit's ``--memory-budget`` (bytes)."""
     _writing(store, output)
     reuse = os.path.exists(store)
     with sched(numeric=numeric):
         report = reader.ingest([source], store, skip_existing=True, progress=not sched.quiet,
-                               reuse=reuse)
+                               reuse=reuse, memory_budget=memory_budget)
     click.echo(report.summary(), err=True)
 
 

@@ -14,11 +14,13 @@ there is one, else the scheduler set with ``dask.config.set(scheduler=...)``, el
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "scheduler",
     "compute",
     "delayed_tree",
+    "MemoryBudget",
 ]
 
 SCHEDULER_ENV = "STREAMTOPIC_SCHEDULER"
@@ -91,6 +94,28 @@ def memory_budget() -> int:
             limits.append(int(limit) if limit else int(psutil.virtual_memory().total))
     base = min(limits) if limits else local_memory()
     return max(256 * 2**20, int(MEMORY_SHARE * base))
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """Bytes a fit or an ingest may hold in memory, resolved once (:meth:`resolve`), and the
+    one answer to "do ``copies`` dense n×n arrays fit" that every stage asks."""
+
+    bytes: int
+
+    @classmethod
+    def resolve(cls, given: int | None) -> MemoryBudget:
+        """The user's budget (``--memory-budget``, ``memory_budget=``), else the automatic
+        one (:func:`memory_budget`)."""
+        return cls(int(given) if given is not None else memory_budget())
+
+    def holds(self, n: int, copies: int, itemsize: int = 8) -> bool:
+        """Whether ``copies`` dense n×n arrays of ``itemsize``-byte numbers fit."""
+        return copies * itemsize * n * n <= self.bytes
+
+    def largest(self, copies: int, itemsize: int = 8) -> int:
+        """The largest n whose ``copies`` dense n×n arrays fit."""
+        return int(math.sqrt(self.bytes / (itemsize * copies)))
 
 
 def usable_cores() -> int:

@@ -49,7 +49,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._io import TargetExistsError, written_aside
-from .cluster import delayed_tree
+from .cluster import MemoryBudget, delayed_tree
 from .corpus import Corpus, CorpusError, DocChunk, read_corpus, uci_header
 from .doccache import CachedDocuments, PartitionRecord, write_partition
 from .store import (
@@ -875,13 +875,11 @@ def _partition_term_stats(chunks: Sequence[DocChunk]) -> list[TermStats]:
     return [total]
 
 
-def _worth_caching(corpus: Corpus) -> bool:
+def _worth_caching(corpus: Corpus, budget: MemoryBudget) -> bool:
     """Whether a new store's two passes (vocabulary, co-occurrence) should share one read of
     the corpus, kept in memory between them: when its text takes at most ``CACHE_SHARE`` of
     the memory budget (its token counts take a fraction of that)."""
-    from .cluster import memory_budget
-
-    return corpus.text_bytes() <= CACHE_SHARE * memory_budget()
+    return corpus.text_bytes() <= CACHE_SHARE * budget.bytes
 
 
 def _vocabulary_pass(corpus: Corpus, progress: bool) -> TermStats:
@@ -1009,6 +1007,7 @@ def ingest(
     strip_headers: bool = True,
     grow: bool = False,
     max_doc_tokens: int | None = None,
+    memory_budget: int | None = None,
 ) -> IngestReport:
     """Add a corpus to a co-occurrence store, creating the store if needed.
 
@@ -1055,6 +1054,11 @@ def ingest(
         (:class:`~streamtopic.vocabulary.Tokenizer`'s ``max_doc_tokens``: a modelling choice,
         off by default). A new store records it; an existing store keeps its own, and a
         different value is refused like any other tokenizer setting.
+    memory_budget : int, optional
+        Bytes the ingest may hold in memory (default: the automatic budget,
+        :func:`streamtopic.cluster.memory_budget`): a corpus whose text takes at most
+        ``CACHE_SHARE`` of it is kept in memory between the two passes of a new store, a
+        larger one spilled to disk.
 
     Returns
     -------
@@ -1097,7 +1101,7 @@ def ingest(
             max_df=max_df, keep_n=keep_n, stop_words=stop_words, tokenizer=tokenizer,
             text_field=text_field, skip_existing=skip_existing, blocksize=blocksize,
             chunk_size=chunk_size, progress=progress, strip_headers=strip_headers, grow=grow,
-            max_doc_tokens=max_doc_tokens,
+            max_doc_tokens=max_doc_tokens, budget=MemoryBudget.resolve(memory_budget),
         )
     finally:
         if lock is not None:
@@ -1192,7 +1196,7 @@ def _ingest_locked(
     format: str, vocab: str | None, min_df: int | None, max_df: float | None, keep_n: Any,
     stop_words: Any, tokenizer: Tokenizer | None, text_field: str, skip_existing: bool,
     blocksize: int | None, chunk_size: int | None, progress: bool, strip_headers: bool,
-    grow: bool = False, max_doc_tokens: int | None = None,
+    budget: MemoryBudget, grow: bool = False, max_doc_tokens: int | None = None,
 ) -> IngestReport:
     """:func:`ingest`, once it holds an existing store's writer lock (``lock``)."""
     _check_pruning_args(existing, min_df, max_df, keep_n, vocab)
@@ -1230,12 +1234,12 @@ def _ingest_locked(
     if existing is not None:
         new_terms: list[str] = []
         if grow:
-            corpus, new_terms = _grown_words(corpus, existing, progress)
+            corpus, new_terms = _grown_words(corpus, existing, progress, budget)
         report = _accumulate(corpus, existing, keep_sources, stamps, progress, lock, new_terms)
     else:
         report = _first_ingest(corpus, store_path, keep_sources, stamps, progress, vocab=vocab,
                                min_df=min_df, max_df=max_df, keep_n=keep_n,
-                               chunk_size=chunk_size)
+                               chunk_size=chunk_size, budget=budget)
     report.store = store_path
     report.skipped_inputs = skipped
     return report
@@ -1244,7 +1248,7 @@ def _ingest_locked(
 def _first_ingest(
     corpus: Corpus, store_path: str, sources: list[tuple[Any, str | None]],
     stamps: dict[str, str], progress: bool, *, vocab: str | None, min_df: int | None,
-    max_df: float | None, keep_n: Any, chunk_size: int | None,
+    max_df: float | None, keep_n: Any, chunk_size: int | None, budget: MemoryBudget,
 ) -> IngestReport:
     """Build a new store in a hidden directory beside ``store_path`` (its vocabulary from a
     pass over the corpus, or the file ``vocab``), locked by this process from its creation,
@@ -1260,7 +1264,7 @@ def _first_ingest(
             voc = Vocabulary.fixed(read_vocab_file(vocab))
         else:  # one read of the corpus for both passes, kept in memory or spilled to disk
             corpus, voc, n_docs = _vocabulary_and_reading(corpus, store_path, progress,
-                                                          pruning, min_df, max_df, held)
+                                                          pruning, min_df, max_df, held, budget)
         return _build_store(corpus, store_path, sources, stamps, progress, vocab=vocab,
                             voc=voc, n_docs=n_docs, pruning=pruning, chunk_size=chunk_size)
 
@@ -1300,7 +1304,7 @@ def _build_store(
 
 def _vocabulary_and_reading(
     corpus: Corpus, store_path: str, progress: bool, pruning: dict[str, Any],
-    min_df: int | None, max_df: float | None, held: ExitStack,
+    min_df: int | None, max_df: float | None, held: ExitStack, budget: MemoryBudget,
 ) -> tuple[Corpus, Vocabulary, int]:
     """A new store's vocabulary and the documents it was made from, from one read of the
     corpus that also serves the counting:
@@ -1308,7 +1312,7 @@ def _vocabulary_and_reading(
     memory budget) or spilled to disk, each partition's documents pickled as its vocabulary
     pass reads them (:func:`_spill_partition`) into a scratch directory that ``held`` keeps
     until the ingest ends. Text is then tokenised once, whatever the corpus' size."""
-    if _worth_caching(corpus):
+    if _worth_caching(corpus, budget):
         corpus = corpus.cached(progress)
         stats = _vocabulary_pass(corpus, progress)
     else:
@@ -1367,7 +1371,7 @@ def _sum_term_stats(*parts: TermStats) -> TermStats:
 
 
 def _grown_words(
-    corpus: Corpus, store: CooccurrenceStore, progress: bool
+    corpus: Corpus, store: CooccurrenceStore, progress: bool, budget: MemoryBudget,
 ) -> tuple[Corpus, list[str]]:
     """The words an ingest with ``grow`` adds to ``store``, from a pass over the new corpus
     (returned too: cached when that saves reading it again), in order of decreasing document
@@ -1390,7 +1394,7 @@ def _grown_words(
     if pruning.get("vocab_file") or "min_df" not in pruning:
         raise StoreError(f"{store.path}: the store's vocabulary is fixed (--vocab); it does "
                          "not grow")
-    if _worth_caching(corpus):
+    if _worth_caching(corpus, budget):
         corpus = corpus.cached(progress)
     stats = _vocabulary_pass(corpus, progress)
     df, _ = stats.totals()

@@ -46,7 +46,7 @@ from ._params import Constraint, Interval, Options, validate_params
 from ._random import DEFAULT_SEED, resolve_seed
 from ._scratch import disk_bytes
 from .anchors import AnchorResult, find_anchors, find_anchors_lp, find_anchors_qr
-from .cluster import MEMORY_SHARE, client_blas, current_client, local_memory, memory_budget
+from .cluster import MEMORY_SHARE, MemoryBudget, client_blas, current_client, local_memory
 from .cooccurrence import ingest
 from .corpus import Corpus, HDF5CorpusWriter, recorded_corpus
 from .fitted import ModelError, check_is_fitted
@@ -568,8 +568,7 @@ class AnchorTopicModel:
         if self._s.refine_passes != 0:  # the EM kernel compiles while the spectral stages run
             _warmup.start()
         with _opened(X) as source:
-            self._budget = (int(self.memory_budget) if self.memory_budget is not None
-                            else memory_budget())
+            self._budget = MemoryBudget.resolve(self.memory_budget).bytes
             seconds: dict[str, float] = {}
             root = self._scratch_root(source)
             with ExitStack() as held, fit_scratch(root, source.path) as scratch:
@@ -640,10 +639,9 @@ class AnchorTopicModel:
         copies would not fit the memory budget (this process' memory, which holds the
         core), at least 2K."""
         K = int(self.n_topics)
-        budget = (int(self.memory_budget) if self.memory_budget is not None
-                  else int(MEMORY_SHARE * local_memory()))
-        return max(2 * K, min(max(CORE_MIN, CORE_PER_TOPIC * K),
-                              int(np.sqrt(budget / (8 * CORE_COPIES)))))
+        budget = MemoryBudget(int(self.memory_budget) if self.memory_budget is not None
+                              else int(MEMORY_SHARE * local_memory()))
+        return max(2 * K, min(max(CORE_MIN, CORE_PER_TOPIC * K), budget.largest(CORE_COPIES)))
 
     def _spectral_store(
         self, store: CooccurrenceStore, scratch: str, seconds: dict[str, float],
@@ -882,7 +880,7 @@ class AnchorTopicModel:
                              name=f"held-q-{uuid.uuid4().hex}"), held
 
     def _fits_in_memory(self, V: int) -> bool:
-        return current_client() is None and 3 * 8 * V * V <= self._budget
+        return current_client() is None and MemoryBudget(self._budget).holds(V, 3)
 
     def _row_stats(self, Q: Any) -> tuple[np.ndarray, np.ndarray]:
         """Row sums p (V,) and squared row norms of Q̄ (V,), in one pass over Q

@@ -1196,10 +1196,10 @@ def _chooses_in_memory(in_memory: bool | None, method: str, V: int, memory_budge
     ``memory_budget`` and no distributed client runs the work."""
     if in_memory is not None:
         return bool(in_memory)
-    from .cluster import current_client
+    from .cluster import MemoryBudget, current_client
 
     copies = DENSE_COPIES if method == "dr" else AP_DENSE_COPIES
-    return current_client() is None and copies * 8 * V * V <= memory_budget
+    return current_client() is None and MemoryBudget(memory_budget).holds(V, copies)
 
 
 @contextlib.contextmanager
