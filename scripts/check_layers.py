@@ -14,7 +14,9 @@ down). The check fails when
   other modules of the package define (``model._check_fitted()``); private *modules*
   (``_io``, ``_kernels``, ...) are the package's shared utilities and may be imported, their
   private names may not;
-- a module of the package is in no layer, or a layer names a module that does not exist.
+- a module of the package is in no layer, or a layer names a module that does not exist;
+- a module imports another inside a function without a reason listed in ``DEFERRED``
+  (start-up time, an optional dependency).
 
 Every import counts wherever it sits: at module level, inside a function, or under
 ``if TYPE_CHECKING:``. A deferred import does not make an upward dependency go away.
@@ -54,6 +56,16 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("utilities", ("_io", "_locking", "_kernels", "_pairs", "_numeric", "_params", "_stopwords",
                    "_gzindex", "_version", "_random", "doccache", "progress", "fitted")),
 ]
+
+#: Where an import of a package module may sit inside a function, and why: a module (all its
+#: imports) or a (module, imported module) pair. Every other import is at module level.
+DEFERRED: dict[str | tuple[str, str], str] = {
+    "cli": "start-up time: `streamtopic --help` and each command load only what they run",
+    ("notebook", "report"): "start-up time: Bokeh loads with the report, when one is drawn",
+    ("_warmup", "_kernels"): "numba compiles the kernel in the warm-up's own process",
+    ("cooccurrence", "_pairs"): "an optional dependency: the C extension, numba's otherwise",
+    ("cooccurrence", "_kernels"): "start-up time: numba (0.3 s) only without the C extension",
+}
 
 
 @dataclass(frozen=True)
@@ -243,6 +255,10 @@ def check(root: Path = ROOT, report: bool = False) -> list[str]:
             problems.append(f"{where}: {how} import of {imp.target} by {imp.source}")
         problems += [f"{where}: private name {imp.target}.{n} imported by {imp.source}"
                      for n in imp.names if _private(n)]
+        if imp.deferred and imp.source not in DEFERRED \
+                and (imp.source, imp.target) not in DEFERRED:
+            problems.append(f"{where}: {imp.target} imported inside a function, with no "
+                            "reason in DEFERRED")
     problems += _foreign_private(root, modules)
     edges: dict[str, set[str]] = {}
     for imp in imports:

@@ -23,6 +23,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from .progress import Stage
+
 __all__ = [
     "CLUSTER_CONFIG",
     "SCHEDULER_ENV",
@@ -391,8 +393,6 @@ def compute(
     """
     import dask
 
-    from .progress import Stage
-
     t0 = time.perf_counter()
     client = current_client()
     keys = set().union(*(c.__dask_graph__().keys() for c in _collections(collections)))
@@ -469,8 +469,6 @@ def persist(items: Any, progress: bool = True, label: str = "") -> Any:
     """``dask.persist`` of ``items`` (on the active client, whose workers then hold the
     results, else on the local scheduler), with one progress display when asked."""
     import dask
-
-    from .progress import Stage
 
     t0 = time.perf_counter()
     client = current_client()

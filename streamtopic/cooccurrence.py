@@ -49,12 +49,23 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._io import TargetExistsError, written_aside
-from .cluster import MemoryBudget, delayed_tree
-from .corpus import Corpus, CorpusError, DocChunk, read_corpus, uci_header
+from ._locking import is_locked
+from ._scratch import collect, owned_dir
+from .cluster import MemoryBudget, compute, delayed_tree, worker_addresses
+from .corpus import (
+    Corpus,
+    CorpusError,
+    DocChunk,
+    line_of_offset,
+    read_corpus,
+    stat_fingerprint,
+    uci_header,
+)
 from .doccache import CachedDocuments, PartitionRecord, write_partition
 from .store import (
     DENSE,
     DOC_LENGTH,
+    LOCK_FILE,
     MIRRORED,
     MIRRORED_DENSE,
     SPARSE,
@@ -67,6 +78,7 @@ from .store import (
 )
 from .termmap import global_ids, oov_terms, to_global
 from .vocabulary import TermStats, Tokenizer, Vocabulary, read_vocab_file, validate_pruning
+from .workspace import scratch_root
 
 __all__ = [
     "IngestReport", "ingest", "document_cooccurrence", "GROUP_BYTES", "SPLIT_EVERY", "SYNC_EVERY",
@@ -883,8 +895,6 @@ def _worth_caching(corpus: Corpus, budget: MemoryBudget) -> bool:
 
 
 def _vocabulary_pass(corpus: Corpus, progress: bool) -> TermStats:
-    from .cluster import compute
-
     bag = corpus.to_bag().map_partitions(_partition_term_stats)
     item = bag.reduction(TermStats.sum, TermStats.sum, split_every=SPLIT_EVERY)
     (stats,) = compute(item, progress=progress, label="vocabulary pass",
@@ -894,8 +904,6 @@ def _vocabulary_pass(corpus: Corpus, progress: bool) -> TermStats:
 
 def _hash_sources(corpus: Corpus) -> list[str]:
     from dask import delayed
-
-    from .cluster import compute
 
     tasks = [delayed(_source_hash, pure=False)(s) for s in corpus.sources]
     (hashes,) = compute(tasks, progress=False, label="hashing inputs")
@@ -1316,9 +1324,6 @@ def _vocabulary_and_reading(
         corpus = corpus.cached(progress)
         stats = _vocabulary_pass(corpus, progress)
     else:
-        from ._scratch import collect, owned_dir
-        from .workspace import scratch_root
-
         root = scratch_root(None, store_path)
         collect(root, lambda n: n.startswith(SPILL_PREFIX))
         spill = held.enter_context(owned_dir(root, SPILL_PREFIX))
@@ -1350,8 +1355,6 @@ def _spilled_vocabulary_pass(
     the corpus read back from there (a bag of the same partitions) and the statistics."""
     import dask.bag as db
     from dask import delayed
-
-    from .cluster import compute
 
     paths = [os.path.join(directory, f"part-{k:06d}.pkl") for k in range(corpus.npartitions)]
     parts = corpus.to_bag().to_delayed()
@@ -1430,9 +1433,6 @@ def _remove_dead_first_ingests(store_path: str) -> None:
     """Delete the hidden build directories of earlier first ingests into ``store_path`` whose
     writer is dead (a process killed before its store was renamed into place)."""
     import glob
-
-    from ._locking import is_locked
-    from .store import LOCK_FILE
 
     pattern = os.path.join(
         os.path.dirname(store_path), f".{os.path.basename(store_path)}.{_BUILD_TAG}-*"
@@ -1583,8 +1583,6 @@ def _mass_record(store: CooccurrenceStore, stats: _Stats) -> dict[str, Any]:
 def _stamps(sources: Sequence[Any]) -> dict[str, str]:
     """Each input's stamp of file sizes and times, by path
     (:func:`~streamtopic.corpus.stat_fingerprint`)."""
-    from .corpus import stat_fingerprint
-
     return {src.path: stat_fingerprint(src.path, src.vocab_path) for src in sources}
 
 
@@ -1613,8 +1611,6 @@ def _count_round(
     writer's (i, j, nnz, sparse) per block written, the counts, the new hashes in order)."""
     import dask
     from dask import delayed
-
-    from .cluster import compute, worker_addresses
 
     nb = grid.nb  # more blocks than the head's when the round adds words
     head_bv = padded_block_map(store.block_versions, nb)
@@ -1676,8 +1672,6 @@ def _check_sources(corpus: Corpus, stats: _Stats) -> None:
         ranges = sorted((r for r in stats.doc_ranges if r[0] == src.path), key=lambda r: r[3])
         for prev, cur in zip(ranges, ranges[1:], strict=False):
             if cur[1] <= prev[2]:
-                from .corpus import line_of_offset
-
                 raise CorpusError(
                     src.path,
                     f"entries must be sorted by docID (documents contiguous): docID {cur[1] + 1} "

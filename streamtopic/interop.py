@@ -20,7 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from ._io import written_aside
 from .fitted import FittedModel, check_is_fitted
+from .inference import MARK
+from .store import CooccurrenceStore
 
 __all__ = ["coherence_topics", "doc_topic_frame", "pyldavis_data", "save_pyldavis",
            "topic_labels", "topic_word_frame", "term_frequency"]
@@ -87,8 +90,6 @@ def doc_topic_frame(source: Any, model: FittedModel | None = None) -> Any:
 def _zarr_frame(pd: Any, path: str) -> Any:
     import zarr
 
-    from .inference import MARK
-
     g: Any = zarr.open_group(path, mode="r")
     meta = g.attrs.get(MARK)
     if meta is None:
@@ -111,8 +112,6 @@ def coherence_topics(model: FittedModel, n: int = 10) -> list[list[str]]:
 def term_frequency(model: FittedModel) -> np.ndarray:
     """Each word's token count in the training corpus (V,): the store's counts when it is
     still there, else p(w) times the corpus' tokens as the model recorded them."""
-    from .store import CooccurrenceStore
-
     record = model.diagnostics_.get("store", {}) or {}
     path = record.get("path")
     if path and CooccurrenceStore.is_store(path):
@@ -159,8 +158,6 @@ def save_pyldavis(model: FittedModel, path: str | os.PathLike[str], **kwargs: An
     """pyLDAvis' HTML page of a model (:func:`pyldavis_data`), written aside and renamed.
     The page loads pyLDAvis' scripts from their CDN, as pyLDAvis' own pages do."""
     import pyLDAvis
-
-    from ._io import written_aside
 
     data = pyldavis_data(model, **kwargs)
     path = os.path.abspath(os.fspath(path))

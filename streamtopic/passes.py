@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import zarr
 
+from .cluster import annotations_by_key, n_workers, spread
 from .store import block_files, open_read_only, read_q_block
 
 if TYPE_CHECKING:
@@ -213,8 +214,6 @@ def spread_out(
     large part at the end while the others wait. Nothing with many parts: Dask's own order
     then runs the parts of a row block's sum close together, so that their results do not
     pile up in memory."""
-    from .cluster import annotations_by_key, n_workers, spread
-
     if len(blocks) > FEW_PARTS * n_workers():
         return {}
     costs = [cost(i, j) for i, j in blocks]

@@ -49,8 +49,11 @@ from bokeh.palettes import RdBu11
 from bokeh.plotting import figure
 from bokeh.resources import INLINE
 
+from . import metrics
 from ._io import written_aside
 from .fitted import FittedModel, check_is_fitted
+from .metrics import top_word_ids
+from .store import CooccurrenceStore, StoreError
 
 if TYPE_CHECKING:
     from bokeh.models import LayoutDOM
@@ -280,8 +283,6 @@ def _seconds_rows(model: FittedModel) -> list[list[str]]:
 
 def _metric_rows(model: FittedModel, top_words: int) -> list[list[str]]:
     """Intrinsic metrics of the model (Lee et al.'s), computed from its arrays."""
-    from . import metrics
-
     B = np.asarray(model.components_, dtype=np.float64).T
     rows = [[f"dissimilarity (unique words of the top {top_words})",
              f"{metrics.dissimilarity(B, top_words):.2f}"],
@@ -296,8 +297,6 @@ def _metric_rows(model: FittedModel, top_words: int) -> list[list[str]]:
 def _store_sections(record: dict[str, Any]) -> list[Section]:
     """The store's record in the model, and its manifest (inputs) when the store is still
     there (opened read-only, without a reader's lease)."""
-    from .store import CooccurrenceStore, StoreError
-
     path = record.get("path")
     rows = [["store", str(path)], ["version fitted", _fmt(record.get("version"))],
             ["documents", _fmt(record.get("n_docs"))], ["store vocabulary", _fmt(record.get("V"))]]
@@ -656,8 +655,6 @@ def report_layout(model: FittedModel, *, top_words: int = 10,
     check_is_fitted(model)
     if top_words < 1:
         raise ValueError(f"top_words={top_words!r}: must be >= 1")
-    from .metrics import top_word_ids
-
     path = os.fspath(model_path) if model_path is not None else None
     top_ids = top_word_ids(model.components_, top_words)
     top = [[model.vocab_[i] for i in ids] for ids in top_ids]

@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from .cluster import usable_cores
+from .passes import QBlocks
 from .store import (
     DOC_LENGTH,
     MIRRORED,
@@ -43,6 +45,7 @@ from .store import (
     StoreError,
     write_q_block,
 )
+from .vocabulary import resolve_stop_words
 
 __all__ = ["FIT_KEEP_N", "FIT_MAX_DF", "FIT_MIN_DF", "FIT_STOP_WORDS", "Selection",
            "derive_store", "select_words", "selected_store"]
@@ -106,8 +109,6 @@ class Selection:
     def stop_set(self) -> frozenset[str]:
         """The words ``stop_words`` drops (ValueError naming ``stop_words`` if it is a string
         that is neither 'english', 'none' nor a file)."""
-        from .vocabulary import resolve_stop_words
-
         if self.stop_words is None:
             return frozenset()
         return resolve_stop_words(self.stop_words)
@@ -266,9 +267,6 @@ def _copy_blocks(source: CooccurrenceStore, ids: np.ndarray, target: Cooccurrenc
     Returns the blocks written, their non-zeros, the blocks of each stored kind other than
     dense (``SPARSE``, ``MIRRORED``, ``MIRRORED_DENSE``) and the total of the new stored sum
     (summed in a fixed order: deterministic)."""
-    from .cluster import usable_cores
-    from .passes import QBlocks
-
     src = QBlocks.from_store(source)
     src.scale = 1.0  # the stored sum itself, not Q
     arr = target.staging_q(txn)  # as from_array writes its blocks

@@ -48,6 +48,8 @@ import scipy.sparse as sp
 import zarr
 
 from ._locking import FileLock, is_locked, owner_record
+from ._scratch import disk_bytes
+from .cluster import usable_cores
 from .doccache import DamagedCacheError, PartitionRecord, read_partition
 
 __all__ = ["StoreError", "CachedPartition", "CooccurrenceStore", "DEFAULT_CHUNK"]
@@ -481,8 +483,6 @@ def read_array_dense(
     if block_versions is not None:  # open every version's array once, before the threads
         for i, j in blocks:
             source(i, j)
-    from .cluster import usable_cores
-
     n = threads or usable_cores()
     with ThreadPoolExecutor(max(1, min(n, len(blocks)))) as pool:
         list(pool.map(job, blocks))
@@ -1015,8 +1015,6 @@ class CooccurrenceStore:
         """
         from concurrent.futures import ThreadPoolExecutor
 
-        from .cluster import usable_cores
-
         ids = np.asarray(ids, dtype=np.int64)
         if ids.ndim != 1 or np.any(np.diff(ids) <= 0) or (
                 ids.size and (ids[0] < 0 or ids[-1] >= self.V)):
@@ -1063,8 +1061,6 @@ class CooccurrenceStore:
         """A summary: V, documents, tokens, density, size on disk, sources."""
         bv = self.block_versions
         nnz_blocks = int(np.count_nonzero(bv))
-        from ._scratch import disk_bytes
-
         disk = disk_bytes(self.path)  # tolerates files a concurrent writer removes meanwhile
         head = self._head()
         nnz = int(head.get("nnz", 0))
@@ -1094,8 +1090,6 @@ class CooccurrenceStore:
     def _cache_info(self) -> dict[str, int]:
         """The cached text documents (:mod:`streamtopic.doccache`): partitions, documents,
         (document, word) entries, tokens and bytes on disk."""
-        from ._scratch import disk_bytes
-
         parts = self.cached_partitions()
         versions = {p.version for p in parts}
         return {"partitions": len(parts), "n_docs": sum(p.record.n_docs for p in parts),
@@ -1127,8 +1121,6 @@ class CooccurrenceStore:
         content is checked above the store (:func:`~streamtopic.corpus.input_problems`).
         """
         from concurrent.futures import ThreadPoolExecutor
-
-        from .cluster import usable_cores
 
         problems: list[str] = []
         try:
@@ -1177,8 +1169,6 @@ class CooccurrenceStore:
     def _verify_cached(self, threads: int | None) -> list[str]:
         """The problems of the cached documents: each partition read and checked."""
         from concurrent.futures import ThreadPoolExecutor
-
-        from .cluster import usable_cores
 
         try:
             parts = self.cached_partitions()

@@ -25,13 +25,16 @@ from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from . import cluster
 from ._locking import FileLock, is_locked, owner_record
 from ._random import resolve_seed
+from ._scratch import collect, owned_dir
 from ._scratch import collect as _collect_debris
 from ._scratch import disk_bytes as _disk_bytes
 from ._scratch import hold as _hold
 from ._scratch import release_owner as _release_owner
 from .rectification import WORK_PATTERN, is_complete_array, is_zarr_array
+from .store import CooccurrenceStore
 
 if TYPE_CHECKING:
     from .store import CooccurrenceStore
@@ -64,8 +67,6 @@ def fit_scratch(root: str, store_path: str) -> Iterator[str]:
     """The fit's own scratch directory under ``root``, after the debris of killed fits is
     collected (:func:`collect_fit_debris`): owned by this process while the block runs, then
     removed. A directory that cannot be written is a one-line error naming it."""
-    from ._scratch import owned_dir
-
     collect_fit_debris(root, store_path)
     with ExitStack() as stack:
         try:
@@ -82,8 +83,6 @@ def collect_fit_debris(root: str, store_path: str) -> int:
     """Remove what killed fits left: their scratch directories under ``root`` (owner lock
     free), and in the store (when writable) the scratch of fits of earlier versions
     (``.scratch/fit-*``, an hour old) and partial rectified arrays. Bytes freed."""
-    from ._scratch import collect
-
     freed = collect(root, lambda n: n.startswith(FIT_PREFIX))
     legacy = os.path.join(store_path, ".scratch")
     if os.path.isdir(legacy):
@@ -165,12 +164,10 @@ def _local_hosts() -> set[str]:
 def runs_on_this_host() -> bool:
     """Whether the fit's work runs on this machine: no distributed client, or a client whose
     workers all run on this host (their scratch can then be a local temporary directory)."""
-    from .cluster import current_client, scheduler_workers
-
-    client = current_client()
+    client = cluster.current_client()
     if client is None:
         return True
-    addresses = list(scheduler_workers(client))
+    addresses = list(cluster.scheduler_workers(client))
     if not addresses:
         return False
     from distributed.comm import get_address_host
@@ -251,8 +248,6 @@ def _cache_root(store_path: str | os.PathLike[str]) -> tuple[str, int, int]:
     StoreError
         When ``store_path`` is not a store.
     """
-    from .store import CooccurrenceStore
-
     store = CooccurrenceStore.open(store_path, lease=False)
     return os.path.join(store.path, CACHE_DIR), int(store.version), int(store.q_bytes())
 

@@ -47,6 +47,12 @@ def test_a_deferred_import_counts_too(tmp_path: Path) -> None:
     assert "streamtopic/passes.py:2: upward import of cli by passes" in _checker().check(root)
 
 
+def test_a_deferred_import_needs_a_reason(tmp_path: Path) -> None:
+    root = _copy_with(tmp_path, "passes", "def f() -> None:\n    from .store import DENSE\n")
+    assert ("streamtopic/passes.py:2: store imported inside a function, with no reason in "
+            "DEFERRED") in _checker().check(root)
+
+
 def test_private_names_of_other_modules_break_it(tmp_path: Path) -> None:
     root = _copy_with(tmp_path, "model", "from .store import _head_of\n"
                                          "def f(s) -> None:\n    s._head()\n")
