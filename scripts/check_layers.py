@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("entry points", ("__main__",)),
     ("command line", ("cli",)),
     ("package", ("__init__",)),
-    ("uses of the estimator", ("synth", "evaluation")),
+    ("uses of the estimator", ("synth", "evaluation", "fitting")),
     ("estimator", ("model",)),
     ("views of a fitted model", ("notebook", "interop")),
     ("uses of a fitted model", ("report", "inference")),

@@ -18,6 +18,7 @@ from ._version import __version__
 from .cooccurrence import IngestReport, ingest
 from .corpus import Corpus, CorpusError, DocChunk, convert, read_corpus
 from .evaluation import evaluate
+from .fitting import fit
 from .model import AnchorTopicModel, ModelError
 from .store import CooccurrenceStore, StoreError
 from .vocabulary import ENGLISH_STOP_WORDS, Tokenizer, Vocabulary
@@ -37,6 +38,7 @@ __all__ = [
     "Vocabulary",
     "convert",
     "evaluate",
+    "fit",
     "ingest",
     "read_corpus",
 ]

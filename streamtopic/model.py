@@ -534,7 +534,7 @@ class AnchorTopicModel:
             with client.as_current():
                 return self.fit(X, y, feature_names=feature_names)
         with client_blas():
-            if _is_matrix(X):
+            if is_count_matrix(X):
                 return self._fit_matrix(X, feature_names)
             return self._fit(X)
 
@@ -1030,7 +1030,7 @@ class AnchorTopicModel:
         corpus it recorded, read again (in memory: for a corpus of any size,
         :func:`streamtopic.inference.infer_corpus`)."""
         self.fit(X, y, **fit_params)
-        if _is_matrix(X):
+        if is_count_matrix(X):
             return self.transform(X)
         with _opened(X) as store:
             corpus = recorded_corpus(store)
@@ -1161,7 +1161,7 @@ def spectral_in_memory(
                      start=A.T, core=None)
 
 
-def _is_matrix(X: Any) -> bool:
+def is_count_matrix(X: Any) -> bool:
     """Whether ``X`` is counts in memory (a scipy sparse matrix or a 2-D array)."""
     import scipy.sparse as sp
 

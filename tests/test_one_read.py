@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import streamtopic as st
-from streamtopic import cooccurrence, corpus
+from streamtopic import cooccurrence, corpus, fitting
 from streamtopic.store import CooccurrenceStore
 
 
@@ -112,7 +112,7 @@ def test_fit_ingests_within_its_memory_budget(tmp_path, monkeypatch):
         asked.append(memory_budget)
         raise SystemExit(3)  # the budget is what this test wants: no fit
 
-    monkeypatch.setattr(cooccurrence, "ingest", ingest)
+    monkeypatch.setattr(fitting, "ingest", ingest)
     docs = write_docs(tmp_path / "a.txt", 30, seed=4)
     r = CliRunner().invoke(main, ["fit", docs, "-k", "3", "--memory-budget", "5",
                                   "-o", str(tmp_path / "m.zarr")])
