@@ -21,7 +21,7 @@ def _same(a: st.AnchorTopicModel, b: st.AnchorTopicModel) -> None:
 
 
 def _cli_fit(source: str, output: str, *options: str) -> st.AnchorTopicModel:
-    r = CliRunner().invoke(main, ["--local", "threads", "-q", "fit", source, "-o", output,
+    r = CliRunner().invoke(main, ["fit", source, "-o", output, "--local", "threads", "-q",
                                   *options])
     assert r.exit_code == 0, r.output
     return st.AnchorTopicModel.load(output)
