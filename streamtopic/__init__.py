@@ -14,7 +14,7 @@ cache), :mod:`~streamtopic.inference` (per-document θ, document completion),
 :mod:`~streamtopic.cluster`, :mod:`~streamtopic.cli`.
 """
 
-from ._version import __version__
+from ._version import __version__ as __version__
 from .cooccurrence import IngestReport, ingest
 from .corpus import Corpus, CorpusError, DocChunk, convert, read_corpus
 from .evaluation import evaluate
@@ -24,7 +24,6 @@ from .store import CooccurrenceStore, StoreError
 from .vocabulary import ENGLISH_STOP_WORDS, Tokenizer, Vocabulary
 
 __all__ = [
-    "__version__",
     "AnchorTopicModel",
     "CooccurrenceStore",
     "Corpus",

@@ -17,7 +17,7 @@ from typing import Any
 
 from . import _warmup
 from .cooccurrence import IngestReport, ingest
-from .corpus import CorpusError, expand_inputs
+from .corpus import Corpus, CorpusError, expand_inputs
 from .model import AnchorTopicModel, is_count_matrix
 from .store import CooccurrenceStore
 
@@ -69,7 +69,8 @@ def fit(
     ----------
     source : CooccurrenceStore, path, raw input, or sparse matrix or array (n_docs, V)
         A store (or its path); raw input (paths, globs, directories, archives, in the
-        formats of :func:`~streamtopic.corpus.read_corpus`), ingested first into ``store``
+        formats of :func:`~streamtopic.corpus.read_corpus`, or a
+        :class:`~streamtopic.corpus.Corpus`), ingested first into ``store``
         with the reading options below; or document-term counts (``feature_names`` names
         their columns).
     n_topics : int
@@ -121,14 +122,22 @@ def fit(
         if store is None:
             store = os.path.join(stack.enter_context(tempfile.TemporaryDirectory(
                 prefix="streamtopic-fit-store-")), "store.zarr")
-        inputs = [source] if isinstance(source, (str, os.PathLike)) else list(source)
-        numeric = numeric_inputs(inputs, format)
+        inputs, numeric = _raw_inputs(source, format)
         with scheduler("ingest", numeric):
             report = _ingest_raw(inputs, store, reading, model.memory_budget, progress)
         if on_ingest is not None:
             on_ingest(report)
         with scheduler("fit", numeric):
             return model.fit(store)
+
+
+def _raw_inputs(source: Any, fmt: str) -> tuple[Any, bool]:
+    """Raw input as :func:`~streamtopic.cooccurrence.ingest` takes it (a :class:`Corpus`
+    as it is, paths as a list), and whether it is numerical."""
+    if isinstance(source, Corpus):
+        return source, all(s.format in ("uci", "hdf5") for s in source.sources)
+    inputs = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    return inputs, numeric_inputs(inputs, fmt)
 
 
 def _ingest_raw(inputs: list[Any], store: str | os.PathLike[str], reading: dict[str, Any],

@@ -48,6 +48,7 @@ def test_fit_on_a_store_and_on_raw_input(kos_docword, tmp_path):
     reports = []
     _same(by_cli, st.fit(kos_docword, 5, on_ingest=reports.append, **kw))
     assert len(reports) == 1 and reports[0].n_docs == 3430
+    _same(by_cli, st.fit(st.read_corpus(kos_docword), 5, **kw))  # a Corpus
 
 
 def test_fit_on_a_matrix_is_the_estimator_on_it():
