@@ -37,7 +37,7 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from ._numeric import safe_inverse
-from .cluster import compute, usable_cores
+from .cluster import MemoryBudget, compute, usable_cores
 from .sketch import default_anchor_min_df, projection_block, write_sketch  # noqa: F401 (moved)
 
 log = logging.getLogger(__name__)
@@ -208,7 +208,7 @@ def find_anchors_qr(
     inv = safe_inverse(p)
     lazy = hasattr(Q, "__dask_graph__")
     if in_memory is None:
-        in_memory = not lazy or 2 * 8 * V * V <= memory_budget
+        in_memory = not lazy or MemoryBudget(memory_budget).holds(V, 2)
     if not in_memory and not lazy:
         raise ValueError("in_memory=False needs Q as a dask array (e.g. store.Q)")
     if in_memory:
