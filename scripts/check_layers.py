@@ -270,12 +270,13 @@ def check(root: Path = ROOT, report: bool = False) -> list[str]:
 
 
 def _report(imports: list[Import]) -> None:
-    """Prints how many of the package's own imports sit where."""
+    """Prints how many of the package's own import statements sit where."""
+    statements = {(i.source, i.line): i for i in imports}.values()
     pairs = {(i.source, i.target) for i in imports}
-    print(f"{len(imports)} internal import statements ({len(pairs)} module pairs): "
-          f"{sum(not i.deferred and not i.type_only for i in imports)} at module level, "
-          f"{sum(i.deferred for i in imports)} inside functions, "
-          f"{sum(i.type_only for i in imports)} under TYPE_CHECKING")
+    print(f"{len(statements)} import statements of package modules ({len(pairs)} module "
+          f"pairs): {sum(not i.deferred and not i.type_only for i in statements)} at module "
+          f"level, {sum(i.deferred for i in statements)} inside functions, "
+          f"{sum(i.type_only for i in statements)} under TYPE_CHECKING")
 
 
 def main() -> int:
