@@ -25,10 +25,9 @@ from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import cluster
+from . import _scratch, cluster
 from ._locking import FileLock, is_locked, owner_record
 from ._random import resolve_seed
-from ._scratch import collect, owned_dir
 from ._scratch import collect as _collect_debris
 from ._scratch import disk_bytes as _disk_bytes
 from ._scratch import hold as _hold
@@ -70,7 +69,7 @@ def fit_scratch(root: str, store_path: str) -> Iterator[str]:
     collect_fit_debris(root, store_path)
     with ExitStack() as stack:
         try:
-            path = stack.enter_context(owned_dir(root, FIT_PREFIX))
+            path = stack.enter_context(_scratch.owned_dir(root, FIT_PREFIX))
         except OSError as exc:
             raise ValueError(
                 f"{root}: cannot write the fit's scratch there ({exc.strerror or exc}); "
@@ -83,10 +82,10 @@ def collect_fit_debris(root: str, store_path: str) -> int:
     """Remove what killed fits left: their scratch directories under ``root`` (owner lock
     free), and in the store (when writable) the scratch of fits of earlier versions
     (``.scratch/fit-*``, an hour old) and partial rectified arrays. Bytes freed."""
-    freed = collect(root, lambda n: n.startswith(FIT_PREFIX))
+    freed = _collect_debris(root, lambda n: n.startswith(FIT_PREFIX))
     legacy = os.path.join(store_path, ".scratch")
     if os.path.isdir(legacy):
-        freed += collect(legacy, lambda n: n.startswith("fit-"))
+        freed += _collect_debris(legacy, lambda n: n.startswith("fit-"))
         with suppress(OSError):  # left if not empty (or read-only)
             os.rmdir(legacy)
     cache = os.path.join(store_path, CACHE_DIR)
