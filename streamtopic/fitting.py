@@ -112,7 +112,8 @@ def fit(
     if is_count_matrix(source):
         with scheduler("fit", True):
             return model.fit(source, feature_names=feature_names)
-    if isinstance(source, CooccurrenceStore) or CooccurrenceStore.is_store(source):
+    if isinstance(source, CooccurrenceStore) or (
+            isinstance(source, (str, os.PathLike)) and CooccurrenceStore.is_store(source)):
         with scheduler("fit", True):
             return model.fit(source)
     reading = dict(format=format, vocab=vocab, min_df=min_df, max_df=max_df, keep_n=keep_n,
