@@ -181,16 +181,13 @@ class _Ingest(_Reader):
     max_doc_tokens: int | None
 
     def ingest(self, inputs: Sequence[str], store: str, *, skip_existing: bool,
-               progress: bool, reuse: bool = False, grow: bool = False) -> Any:
-        """Ingest ``inputs`` into ``store``; ``reuse``: into an existing store, whose
-        vocabulary settings stand (the options that build a new store are not passed)."""
+               progress: bool, grow: bool = False) -> Any:
+        """Ingest ``inputs`` into ``store`` (``streamtopic ingest``)."""
         from .cooccurrence import ingest
 
-        new = not reuse
         return ingest(
-            list(inputs), store, format=self.fmt, vocab=self.vocab if new else None,
-            min_df=self.min_df if new else None, max_df=self.max_df if new else None,
-            keep_n=self.keep_n if new and self.keep_n is not None else "default",
+            list(inputs), store, format=self.fmt, vocab=self.vocab, min_df=self.min_df,
+            max_df=self.max_df, keep_n="default" if self.keep_n is None else self.keep_n,
             stop_words=self.stop_words, text_field=self.text_field,
             skip_existing=skip_existing, blocksize=self.blocksize, chunk_size=self.chunk_size,
             progress=progress, strip_headers=self.strip_headers, grow=grow,
@@ -238,10 +235,10 @@ def _auto_or_int(value: str | None, option: str, words: tuple[str, ...]) -> int 
 
 def _numeric_inputs(inputs: Sequence[str], fmt: str) -> bool:
     """Whether every input is numerical (UCI or HDF5): no tokenising, threads suffice."""
-    from .corpus import _expand_inputs
+    from .corpus import expand_inputs
 
     try:
-        return all(f in ("uci", "hdf5") for _, f in _expand_inputs(list(inputs), fmt))
+        return all(f in ("uci", "hdf5") for _, f in expand_inputs(list(inputs), fmt))
     except (CorpusError, OSError):
         return False  # the ingest itself reports the error
 
@@ -457,10 +454,13 @@ def verify(store_path: str, check_inputs: bool) -> None:
     """Check a co-occurrence store for damage: read and checksum every stored block of Q,
     compare its non-zeros with the store's record, check the counts, that Q sums to the
     document count, and the manifest's digest. Exits 1 if anything is wrong."""
+    from .corpus import input_problems
     from .store import CooccurrenceStore
 
     with CooccurrenceStore.open(store_path) as store:
-        problems = store.verify(inputs=check_inputs)
+        problems = store.verify()
+        if check_inputs:
+            problems += input_problems(store)
         blocks = int((store.block_versions > 0).sum())
         what = f"{store.path} (version {store.version}, {blocks} stored blocks)"
     if not problems:
@@ -523,26 +523,24 @@ class _Estimator:
     no_cleanup: bool
     seed: int
 
-    def build(self, scratch_dir: str, progress: bool) -> Any:
-        """The estimator (:class:`~streamtopic.model.AnchorTopicModel`)."""
-        from .model import AnchorTopicModel
-
+    def params(self, scratch_dir: str) -> dict[str, Any]:
+        """The estimator's parameters (:class:`~streamtopic.model.AnchorTopicModel`)."""
         anchor_method = self.anchor_method
         if self.exact_anchors:
             if anchor_method == "qr":
                 raise click.UsageError("--exact-anchors is --anchors exact; it cannot go with "
                                        "--anchors qr")
             anchor_method = "exact"
-        return AnchorTopicModel(
-            self.n_topics, method=self.method, recover=self.recover, rectify=self.rectify,
+        return dict(
+            n_topics=self.n_topics, method=self.method, recover=self.recover,
+            rectify=self.rectify,
             rectify_iters=self.rectify_iters, anchor_method=anchor_method,
             topic_topic=self.topic_topic,
             memory_budget=None if self.memory_budget is None else self.memory_budget * 2**20,
             refine_passes=_auto_or_int(self.refine_passes, "--refine-passes", ("auto",)),
             core_size=_auto_or_int(self.core_size, "--core-size", ("auto", "all")),
             sketch_dim=self.sketch_dim, anchor_min_df=self.anchor_min_df,
-            cleanup=not self.no_cleanup, seed=self.seed, progress=progress,
-            scratch_dir=scratch_dir,
+            cleanup=not self.no_cleanup, seed=self.seed, scratch_dir=scratch_dir,
         )
 
 
@@ -640,33 +638,32 @@ def fit(source: str, output: str, model_format: str, top: int, store_path: str |
     """
     import time
 
+    from .fitting import fit as fit_source
     from .store import CooccurrenceStore
 
     reader = _fit_reader(reader, input_format, source)
-    is_store = CooccurrenceStore.is_store(source)
-    if not is_store:
+    store = None
+    if not CooccurrenceStore.is_store(source):
         _check_raw_input(source)
-    _writing(output)
-    model = params.build(scratch or os.path.dirname(os.path.abspath(output)),
-                         progress=not sched.quiet)
+        store = store_path or f"{output.rstrip('/')}.store"
+    _writing(store, output)
+
+    def stage(name: str, numeric: bool) -> Any:
+        # tokenising text wants the process cluster, the numerical stages threads (they
+        # release the GIL and share memory); a chosen scheduler runs both
+        return sched(numeric=numeric or (name == "fit" and not sched.chosen))
+
+    t0 = time.perf_counter()
     # the vocabulary options also choose the model's words among the store's, at fit time
     # (a store that fit builds from raw input already has them: the selection keeps it all)
-    model.set_params(min_df=reader.min_df, max_df=reader.max_df, keep_n=reader.keep_n,
-                     stop_words=reader.stop_words)
-    if model._validate_params().refine_passes != 0:  # a bad option stops before the ingest
-        from ._warmup import start
-
-        start()  # the EM kernel compiles while the ingest and the spectral stages run
-    t0 = time.perf_counter()
-    numeric = is_store or _numeric_inputs([source], reader.fmt)
-    store = source
-    if not is_store:
-        store = store_path or f"{output.rstrip('/')}.store"
-        _ingest_for_fit(source, store, output, reader, sched, numeric)
-    # the scheduler per stage: tokenising text wants the process cluster, the numerical
-    # stages threads (they release the GIL and share memory); a chosen scheduler runs both
-    with sched(numeric=numeric or not sched.chosen):
-        model.fit(store)
+    model = fit_source(
+        source, **params.params(scratch or os.path.dirname(os.path.abspath(output))),
+        store=store, format=reader.fmt, vocab=reader.vocab, min_df=reader.min_df,
+        max_df=reader.max_df, keep_n=reader.keep_n, stop_words=reader.stop_words,
+        text_field=reader.text_field, strip_headers=reader.strip_headers,
+        blocksize=reader.blocksize, chunk_size=reader.chunk_size,
+        max_doc_tokens=reader.max_doc_tokens, progress=not sched.quiet, scheduler=stage,
+        on_ingest=lambda report: _echo(report.summary(), err=True))
     model.save(output, format=model_format)
     _echo_fit(model, output, time.perf_counter() - t0, top)
 
@@ -689,18 +686,6 @@ def _fit_reader(reader: _Ingest, input_format: str | None, source: str) -> _Inge
         raise click.UsageError(f"--format hdf5 reads SOURCE as an HDF5 corpus, and {source} "
                                "is not one; the model's file format is --model-format")
     return reader
-
-
-def _ingest_for_fit(source: str, store: str, output: str, reader: _Ingest, sched: _Scheduler,
-                    numeric: bool) -> None:
-    """Ingest ``fit``'s raw input into ``store`` (an existing store is reused, its
-    vocabulary settings standing)."""
-    _writing(store, output)
-    reuse = os.path.exists(store)
-    with sched(numeric=numeric):
-        report = reader.ingest([source], store, skip_existing=True, progress=not sched.quiet,
-                               reuse=reuse)
-    _echo(report.summary(), err=True)
 
 
 def _echo_fit(model: Any, output: str, seconds: float, top: int) -> None:

@@ -56,6 +56,7 @@ import scipy.sparse as sp
 from . import _gzindex
 from ._io import written_aside
 from ._tokenize import BatchTokenizer, count_matrix, kernel_flags
+from .cluster import n_workers, persist
 from .doccache import CachedDocuments, DamagedCacheError, PartitionRecord, read_partition
 from .limits import (
     MAX_COUNT,
@@ -66,6 +67,8 @@ from .limits import (
     too_long,
 )
 from .limits import max_line_bytes as _max_line_bytes
+from .progress import Stage
+from .store import StoreError
 from .vocabulary import TermStats, Tokenizer, read_vocab_file
 
 log = logging.getLogger(__name__)
@@ -385,7 +388,7 @@ def _refuse_zarr(path: str) -> None:
                                 "only input")
 
 
-def _expand_inputs(
+def expand_inputs(
     inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], fmt: str
 ) -> list[tuple[str, str]]:
     """Resolve paths, globs and directories into (absolute path, format) pairs."""
@@ -488,7 +491,7 @@ def _read_range(path: str, start: int, stop: int, index: str | None = None,
         raise CorpusError(path, f"cannot read: {exc}", offset=start) from exc
 
 
-def _line_of_offset(path: str, offset: int) -> int:
+def line_of_offset(path: str, offset: int) -> int:
     """1-based line number of the byte at ``offset`` (error path only)."""
     n = 1
     with _open_stream(path) as fh:
@@ -672,7 +675,7 @@ def _decode(raw: bytes) -> tuple[str, int]:
 # ----------------------------------------------------------------------------- chunk building
 
 
-class _ChunkBuilder:
+class ChunkBuilder:
     """Accumulate tokenised documents into DocChunks of at most ``CHUNK_DOCS`` documents.
 
     With a fixed ``vocabulary`` (V words), each document's tokens are counted straight onto
@@ -797,7 +800,7 @@ def _read_text_part(part: _PartitionPlan, tokenizer: Tokenizer,
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
-    builder = _ChunkBuilder(part.source.path, part.first_doc, tokenizer, vocabulary)
+    builder = ChunkBuilder(part.source.path, part.first_doc, tokenizer, vocabulary)
     jsonl = part.source.format == "jsonl"
     field_name = part.opt("text_field", "text")
     offset = part.start
@@ -830,7 +833,7 @@ def _json_text(part: _PartitionPlan, text: str, field_name: str, offset: int, i:
     def lineno() -> int:
         if part.first_line is not None:
             return part.first_line + i
-        return _line_of_offset(part.source.path, offset)
+        return line_of_offset(part.source.path, offset)
 
     try:
         obj = json_record(text)
@@ -879,7 +882,7 @@ def _strip_header_block(raw: bytes, keep_subject: bool) -> bytes:
 def _read_files_part(part: _PartitionPlan, tokenizer: Tokenizer,
                      vocabulary: tuple[str, ...] | None = None) -> list[DocChunk]:
     src = part.source
-    builder = _ChunkBuilder(src.path, part.first_doc, tokenizer, vocabulary)
+    builder = ChunkBuilder(src.path, part.first_doc, tokenizer, vocabulary)
     if os.path.isdir(src.path):
         names = _list_tree(src.path)[part.start : part.stop]
         limit = _max_line_bytes(part.opt("max_line_bytes"))
@@ -915,7 +918,7 @@ def _file_id(path: str) -> tuple[str, int, int]:
     return path, st.st_mtime_ns, st.st_size
 
 
-def _uci_header(path: str) -> tuple[int, int, int, int]:
+def uci_header(path: str) -> tuple[int, int, int, int]:
     """(D, W, NNZ, byte offset of the first entry)."""
     return _uci_header_cached(*_file_id(path))
 
@@ -999,7 +1002,7 @@ def _uci_key(line: bytes) -> bytes:
 
 def _read_uci_part(part: _PartitionPlan) -> list[DocChunk]:
     path = part.source.path
-    D, W, NNZ, _ = _uci_header(path)
+    D, W, NNZ, _ = uci_header(path)
     raw = _read_range(path, part.start, part.stop, part.opt("gzip_index"),
                       part.opt("gzip_index_sha256"))
     arr = _parse_ints(raw)
@@ -1107,7 +1110,7 @@ def _uci_raise_at(part: _PartitionPlan, raw: bytes, entry: int, message: str) ->
     if part.first_line is not None:
         lineno = part.first_line + i
     else:
-        lineno = _line_of_offset(part.source.path, offset)
+        lineno = line_of_offset(part.source.path, offset)
     raise CorpusError(part.source.path, f"{message}: {lines[i][:60]!r}", line=lineno)
 
 
@@ -1307,7 +1310,7 @@ def _plan_source(
         else:
             blocksize = _compressed_blocksize(blocksize, estimate)
     if src.format == "uci":
-        start = _uci_header(path)[3]
+        start = uci_header(path)[3]
         return _plan_byte_ranges(src, start, blocksize, options, _uci_key, first_doc=0,
                                  first_line=4, spacing=spacing)
     if src.format in ("text", "jsonl"):
@@ -1579,8 +1582,6 @@ class Corpus:
         """The same corpus, read and tokenised once now and kept by Dask (in this process,
         or on the workers of a cluster) for the passes that follow: its :class:`DocChunk`
         counts take a fraction of the text's bytes."""
-        from .cluster import persist
-
         bag = persist(self.to_bag(), progress=progress, label="reading the corpus")
         return replace(self, cache=bag)
 
@@ -1664,7 +1665,7 @@ def read_corpus(
         raise ValueError(f"blocksize={blocksize!r}: must be a positive number of bytes")
     tokenizer = tokenizer or Tokenizer()
     sources: list[Source] = []
-    for path, fmt in _expand_inputs(inputs, format):
+    for path, fmt in expand_inputs(inputs, format):
         vocab_path = _find_uci_vocab(path, vocab) if fmt == "uci" else None
         size = (
             sum(os.path.getsize(os.path.join(path, r)) for r in _list_tree(path))
@@ -1675,8 +1676,6 @@ def read_corpus(
         sources.append(Source(path, fmt, size, vocab_path, strip_headers=strip,
                               keep_subject=strip and bool(keep_subject)))
     if blocksize is None:
-        from .cluster import n_workers
-
         # about DEFAULT_BLOCKSIZE per partition whatever the corpus size (so memory per task
         # is the same), the count a multiple of the workers (so every round keeps them busy)
         total = sum(s.size for s in sources)
@@ -1786,9 +1785,6 @@ def _ordered_chunks(corpus: Corpus, progress: bool, label: str) -> Iterator[DocC
     at a time (memory stays bounded by a few partitions)."""
     import dask
     from dask import delayed
-
-    from .cluster import n_workers
-    from .progress import Stage
 
     batch = max(2, 2 * n_workers())
     parts = corpus.parts
@@ -1904,8 +1900,6 @@ def verify_recorded_inputs(store: Any, entries: Sequence[dict[str, Any]] | None 
     StoreError
         An edited manifest, a missing input, or an input whose content changed.
     """
-    from .store import StoreError
-
     sources = store.check_manifest() if entries is None else list(entries)
     if entries is not None:
         store.check_manifest()
@@ -1926,6 +1920,22 @@ def verify_recorded_inputs(store: Any, entries: Sequence[dict[str, Any]] | None 
                 "differs), so the store's counts no longer describe it"
             )
     return sources
+
+
+def input_problems(store: Any) -> list[str]:
+    """The problems with a store's recorded inputs (:func:`verify_recorded_inputs`): none
+    when each exists with its recorded content, or when the manifest itself fails its check
+    (:meth:`CooccurrenceStore.verify <streamtopic.store.CooccurrenceStore.verify>` reports
+    that)."""
+    try:
+        store.check_manifest()
+    except StoreError:
+        return []
+    try:
+        verify_recorded_inputs(store)
+    except StoreError as exc:
+        return [str(exc)]
+    return []
 
 
 def recorded_corpus(store: Any) -> Corpus | None:

@@ -19,12 +19,14 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .model import AnchorTopicModel
+from ._io import written_aside
+from .fitted import FittedModel, check_is_fitted
+from .inference import MARK
+from .store import CooccurrenceStore
 
 __all__ = ["coherence_topics", "doc_topic_frame", "pyldavis_data", "pyldavis_html",
            "save_pyldavis", "script_safe_json", "topic_labels", "topic_word_frame",
@@ -44,16 +46,16 @@ def _pandas() -> Any:
     return pd
 
 
-def topic_labels(model: AnchorTopicModel) -> list[str]:
+def topic_labels(model: FittedModel) -> list[str]:
     """``topic_0`` … ``topic_{K−1}``: the names of the topics' rows and columns."""
     return [f"topic_{k}" for k in range(model.components_.shape[0])]
 
 
-def topic_word_frame(model: AnchorTopicModel) -> Any:
+def topic_word_frame(model: FittedModel) -> Any:
     """p(w | z) as a DataFrame (K×V): one row per topic (``topic_k``), one column per word,
     with the topic's anchor word and prevalence p(z) in the frame's ``attrs``."""
     pd = _pandas()
-    model._check_fitted()
+    check_is_fitted(model)
     frame = pd.DataFrame(model.components_, index=topic_labels(model),
                          columns=list(model.vocab_))
     frame.attrs["anchor_words"] = list(model.anchor_words_)
@@ -61,7 +63,7 @@ def topic_word_frame(model: AnchorTopicModel) -> Any:
     return frame
 
 
-def doc_topic_frame(source: Any, model: AnchorTopicModel | None = None) -> Any:
+def doc_topic_frame(source: Any, model: FittedModel | None = None) -> Any:
     """Documents' topic proportions as a DataFrame (n_docs×K).
 
     Parameters
@@ -70,7 +72,7 @@ def doc_topic_frame(source: Any, model: AnchorTopicModel | None = None) -> Any:
         θ (e.g. from ``transform``), or the output of ``streamtopic infer``: a zarr group
         (read whole), a CSV or a Parquet file. From an output, the frame is indexed by
         (source, position) and has the documents' names in a ``name`` column.
-    model : AnchorTopicModel, optional
+    model : FittedModel, optional
         Names the columns of an array (``topic_k``).
     """
     pd = _pandas()
@@ -92,8 +94,6 @@ def doc_topic_frame(source: Any, model: AnchorTopicModel | None = None) -> Any:
 def _zarr_frame(pd: Any, path: str) -> Any:
     import zarr
 
-    from .inference import MARK
-
     g: Any = zarr.open_group(path, mode="r")
     meta = g.attrs.get(MARK)
     if meta is None:
@@ -107,17 +107,15 @@ def _zarr_frame(pd: Any, path: str) -> Any:
     return frame
 
 
-def coherence_topics(model: AnchorTopicModel, n: int = 10) -> list[list[str]]:
+def coherence_topics(model: FittedModel, n: int = 10) -> list[list[str]]:
     """Each topic's ``n`` most probable words, most probable first: the ``topics=`` of
     ``gensim.models.CoherenceModel`` (with a gensim ``Dictionary`` that knows the words)."""
     return model.top_words(n)
 
 
-def term_frequency(model: AnchorTopicModel) -> np.ndarray:
+def term_frequency(model: FittedModel) -> np.ndarray:
     """Each word's token count in the training corpus (V,): the store's counts when it is
     still there, else p(w) times the corpus' tokens as the model recorded them."""
-    from .store import CooccurrenceStore
-
     record = model.diagnostics_.get("store", {}) or {}
     path = record.get("path")
     if path and CooccurrenceStore.is_store(path):
@@ -133,7 +131,7 @@ def term_frequency(model: AnchorTopicModel) -> np.ndarray:
     return p / p.sum() * tokens
 
 
-def pyldavis_data(model: AnchorTopicModel, **kwargs: Any) -> Any:
+def pyldavis_data(model: FittedModel, **kwargs: Any) -> Any:
     """pyLDAvis' ``PreparedData`` of a model, without reading the corpus.
 
     pyLDAvis takes the documents' topic proportions and lengths only to weigh the topics:
@@ -147,7 +145,7 @@ def pyldavis_data(model: AnchorTopicModel, **kwargs: Any) -> Any:
     except ImportError as exc:
         raise InteropError("pyLDAvis is needed: pip install pyLDAvis "
                            "(or streamtopic[interop])") from exc
-    model._check_fitted()
+    check_is_fitted(model)
     tf = term_frequency(model)
     used = tf > 0  # pyLDAvis divides by the words' frequencies
     topics = model.components_[:, used]
@@ -162,12 +160,10 @@ def pyldavis_data(model: AnchorTopicModel, **kwargs: Any) -> Any:
             term_frequency=tf[used], **kwargs)
 
 
-def save_pyldavis(model: AnchorTopicModel, path: str | os.PathLike[str], **kwargs: Any) -> str:
+def save_pyldavis(model: FittedModel, path: str | os.PathLike[str], **kwargs: Any) -> str:
     """pyLDAvis' HTML page of a model (:func:`pyldavis_data`, :func:`pyldavis_html`), written
     aside and renamed. The page works offline: pyLDAvis' scripts and style sheet are inlined,
     and every word is data, never markup."""
-    from ._io import written_aside
-
     data = pyldavis_data(model, **kwargs)
     path = os.path.abspath(os.fspath(path))
     page = pyldavis_html(data, title=f"Topics of {os.path.basename(path)}")

@@ -24,15 +24,17 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
 from ._io import written_aside
+from .fitted import FittedModel, ModelError, check_is_fitted
+from .hyperparameters import estimate_alpha
 from .integrity import array_digest, seal, unsealed
-
-if TYPE_CHECKING:
-    from .model import AnchorTopicModel
+from .store import checksum_codecs
 
 __all__ = ["ARRAYS", "FORMATS", "MODEL_FORMAT", "OPTIONAL", "is_model", "load_model",
            "save_model"]
@@ -55,7 +57,7 @@ ARRAYS = {
 OPTIONAL = ("alpha",)
 
 
-def _meta(model: AnchorTopicModel) -> dict[str, Any]:
+def _meta(model: FittedModel) -> dict[str, Any]:
     """The model's JSON attribute: its format, parameters, anchor words and record."""
     meta = {
         "format": MODEL_FORMAT,
@@ -85,8 +87,6 @@ def _write_zarr(path: str, arrays: dict[str, np.ndarray], vocab: list[str],
                 meta: dict[str, Any]) -> None:
     import zarr
 
-    from .store import checksum_codecs
-
     root = zarr.open_group(path, mode="w-")
     for name, arr in arrays.items():
         root.create_array(name, data=arr, compressors=checksum_codecs())
@@ -107,13 +107,13 @@ def _write_hdf5(path: str, arrays: dict[str, np.ndarray], vocab: list[str],
         f.attrs["streamtopic_model"] = json.dumps(meta)
 
 
-def save_model(model: AnchorTopicModel, path: str | os.PathLike[str],
+def save_model(model: FittedModel, path: str | os.PathLike[str],
                format: str = "zarr") -> None:
     """Save a fitted model to a zarr group or an HDF5 file, written aside then renamed.
 
     Parameters
     ----------
-    model : AnchorTopicModel
+    model : FittedModel
         A fitted model.
     path : path
         Where to write it; an existing model there is replaced.
@@ -126,9 +126,7 @@ def save_model(model: AnchorTopicModel, path: str | os.PathLike[str],
     ValueError
         For another ``format``.
     """
-    from .model import ModelError
-
-    model._check_fitted()
+    check_is_fitted(model)
     path = os.fspath(path)
     if format not in FORMATS:
         raise ValueError(f"format={format!r}: expected 'zarr' or 'hdf5'")
@@ -145,16 +143,14 @@ def save_model(model: AnchorTopicModel, path: str | os.PathLike[str],
     _mark_saved(model, path)
 
 
-def _mark_saved(model: AnchorTopicModel, path: str) -> None:
+def _mark_saved(model: FittedModel, path: str) -> None:
     """Remember where the model is on disk (and that file's mtime), so that inference tasks
     load it from there instead of shipping its V×K arrays."""
-    model._saved_at = (os.path.abspath(path), os.stat(path).st_mtime_ns)
+    model.saved_at = (os.path.abspath(path), os.stat(path).st_mtime_ns)
 
 
 def is_model(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` holds a model that loads."""
-    from .model import ModelError
-
     try:
         load_model(path)
     except ModelError:
@@ -177,8 +173,6 @@ def _read_zarr(path: str) -> tuple[Any, dict[str, np.ndarray], list[str]]:
 def _named_read(path: str, name: str, read: Any) -> Any:
     """``read(name)``, its failure (a chunk that fails its checksum or to decode, a missing
     array) a :class:`~streamtopic.model.ModelError` naming the file and the array."""
-    from .model import ModelError
-
     try:
         return read(name)
     except Exception as exc:  # zarr, h5py and the codecs raise many kinds
@@ -200,8 +194,6 @@ def _read_hdf5(path: str) -> tuple[Any, dict[str, np.ndarray], list[str]]:
 
 
 def _check_format(path: str, meta: Any) -> None:
-    from .model import ModelError
-
     if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
         raise ModelError(f"{path}: not a streamtopic model")
     version = meta.get("format_version", 1)
@@ -217,8 +209,6 @@ def _check_arrays(path: str, meta: dict[str, Any], arrays: dict[str, np.ndarray]
     """Check what a model file holds before anything uses it: each array's (and the
     vocabulary's) digest (format 2), then the shapes, types and anchor ids. Raises
     :class:`~streamtopic.model.ModelError` naming the file and the array."""
-    from .model import ModelError
-
     digests = meta.get("digests") or {}
     named = dict(arrays, vocab=np.asarray(vocab, dtype=str))
     for name, digest in digests.items():
@@ -255,23 +245,28 @@ def _saved_params(params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-def load_model(path: str | os.PathLike[str]) -> AnchorTopicModel:
-    """Load a model saved by :func:`save_model` (zarr group or HDF5 file).
+def load_model(path: str | os.PathLike[str],
+               estimator: Callable[..., Any] = SimpleNamespace) -> Any:
+    """Load a model saved by :func:`save_model` (zarr group or HDF5 file): ``estimator``
+    called with the saved parameters, its fitted attributes set from the file.
+
+    ``estimator`` is the class to build: :meth:`AnchorTopicModel.load
+    <streamtopic.model.AnchorTopicModel.load>` passes itself (this module sits below the
+    estimator and does not import it). The default, ``types.SimpleNamespace``, gives the
+    saved parameters and fitted attributes as a plain record.
 
     Raises
     ------
     ModelError
         When ``path`` is missing or holds no streamtopic model.
     """
-    from .model import ModelError
-
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ModelError(f"{path}: no such model")
     try:
         meta, arrays, vocab = (_read_zarr if os.path.isdir(path) else _read_hdf5)(path)
         _check_arrays(path, meta, arrays, vocab)
-        return _built(path, meta, arrays, vocab)
+        return _built(path, meta, arrays, vocab, estimator)
     except ModelError:
         raise
     except Exception as exc:  # foreign files: zarr/h5py raise many kinds
@@ -280,14 +275,11 @@ def load_model(path: str | os.PathLike[str]) -> AnchorTopicModel:
 
 
 def _built(path: str, meta: dict[str, Any], arrays: dict[str, np.ndarray],
-           vocab: list[str]) -> AnchorTopicModel:
-    """The model of a loaded (and checked) file's contents."""
-    from .model import AnchorTopicModel
-
-    model = AnchorTopicModel(**_saved_params(meta["params"]))
+           vocab: list[str], estimator: Callable[..., Any]) -> Any:
+    """The model of a loaded (and checked) file's contents: ``estimator`` called with the
+    saved parameters, its fitted attributes set."""
+    model = estimator(**_saved_params(meta["params"]))
     if "alpha" not in arrays:  # saved before alpha_ existed
-        from .hyperparameters import estimate_alpha
-
         arrays["alpha"] = estimate_alpha(arrays["topic_cooccurrence"],
                                          arrays["topic_prevalence"])
     for name, attr in ARRAYS.items():

@@ -47,6 +47,8 @@ import scipy.sparse as sp
 import zarr
 
 from ._locking import FileLock, owner_record
+from ._scratch import disk_bytes
+from .cluster import usable_cores
 from .doccache import DamagedCacheError, PartitionRecord, partition_path, read_partition
 from .integrity import array_digest, chain_digest, seal, unsealed
 from .manifest import ManifestError, ManifestMark, append_manifest, read_manifest
@@ -77,7 +79,7 @@ DENSE, SPARSE, MIRRORED, MIRRORED_DENSE = 0, 1, 2, 3
 #: The head's record of the blocks of each stored kind (the others are DENSE)
 _KIND_RECORDS = (("sparse_blocks", SPARSE), ("mirrored_blocks", MIRRORED),
                  ("mirrored_dense_blocks", MIRRORED_DENSE))
-_LOCK = ".streamtopic.lock"
+LOCK_FILE = ".streamtopic.lock"
 
 
 class StoreError(ValueError):
@@ -115,7 +117,7 @@ class _WriterLock:
     of the same name."""
 
     def __init__(self, root: str) -> None:
-        self.path = os.path.join(root, _LOCK)
+        self.path = os.path.join(root, LOCK_FILE)
         self._lock = FileLock(self.path)
 
     @property
@@ -585,8 +587,6 @@ def read_array_dense(
     if block_versions is not None:  # open every version's array once, before the threads
         for i, j in blocks:
             source(i, j)
-    from .cluster import usable_cores
-
     n = threads or usable_cores()
     with ThreadPoolExecutor(max(1, min(n, len(blocks)))) as pool:
         list(pool.map(job, blocks))
@@ -624,7 +624,7 @@ def _q_block_task(
 _READ_ONLY: dict[str, zarr.Array] = {}
 
 
-def _open_read_only(path: str) -> zarr.Array:
+def open_read_only(path: str) -> zarr.Array:
     """A zarr array opened once per process (its metadata is read once, not per block)."""
     arr = _READ_ONLY.get(path)
     if arr is None:
@@ -900,6 +900,20 @@ class CooccurrenceStore:
             store.abort(txn)
             raise
         return store
+
+    # ------------------------------------------------------- for ingest and the selection
+
+    def reload(self) -> None:
+        """Read the store's metadata again (a writer, once it holds the lock)."""
+        self._reload()
+
+    def head_record(self) -> dict[str, Any]:
+        """The record of the version this object reads: its counts, sources and totals."""
+        return self._head()
+
+    def staging_q(self, txn: Transaction) -> zarr.Array:
+        """The staging array of Q's blocks of an open transaction."""
+        return self._staging_q(txn)
 
     # ------------------------------------------------------------------ reading
 
@@ -1291,8 +1305,6 @@ class CooccurrenceStore:
         """
         from concurrent.futures import ThreadPoolExecutor
 
-        from .cluster import usable_cores
-
         ids = np.asarray(ids, dtype=np.int64)
         if ids.ndim != 1 or np.any(np.diff(ids) <= 0) or (
                 ids.size and (ids[0] < 0 or ids[-1] >= self.V)):
@@ -1301,17 +1313,18 @@ class CooccurrenceStore:
         out = np.zeros((n, n))
         if n == 0 or not self.q_total > 0:
             return out
-        from .passes import QBlocks
-
-        src = QBlocks.from_store(self)
+        nb, bv, scale = -(-self.V // c), self.block_versions, 1.0 / self.q_total
+        nnz, sparse = self.block_nnz, self.block_sparse
         # positions in ``ids`` of each block's words: block b holds ids[bounds[b]:bounds[b+1]]
-        bounds = np.searchsorted(ids, np.arange(src.n_blocks + 1) * c)
-        wanted = [b for b in range(src.n_blocks) if bounds[b + 1] > bounds[b]]
+        bounds = np.searchsorted(ids, np.arange(nb + 1) * c)
+        wanted = [b for b in range(nb) if bounds[b + 1] > bounds[b]]
 
         def job(ij: tuple[int, int]) -> None:
             i, j = ij
             ri, rj = slice(bounds[i], bounds[i + 1]), slice(bounds[j], bounds[j + 1])
-            block = src.block(i, j)
+            block = read_q_block(self.path, int(bv[i, j]), *self.block_slices(i, j), scale,
+                                 int(nnz[i, j]) if nnz is not None else -1,
+                                 sparse=int(sparse[i, j]) if sparse is not None else 0)
             part = block[np.ix_(ids[ri] - i * c, ids[rj] - j * c)]
             out[ri, rj] = part
             if i != j:
@@ -1338,8 +1351,6 @@ class CooccurrenceStore:
         """A summary: V, documents, tokens, density, size on disk, sources."""
         bv = self.block_versions
         nnz_blocks = int(np.count_nonzero(bv))
-        from ._scratch import disk_bytes
-
         disk = disk_bytes(self.path)  # tolerates files a concurrent writer removes meanwhile
         head = self._head()
         nnz = int(head.get("nnz", 0))
@@ -1389,8 +1400,6 @@ class CooccurrenceStore:
     def _cache_info(self) -> dict[str, int]:
         """The cached text documents (:mod:`streamtopic.doccache`): partitions, documents,
         (document, word) entries, tokens and bytes on disk."""
-        from ._scratch import disk_bytes
-
         parts = self.cached_partitions()
         versions = {p.version for p in parts}
         return {"partitions": len(parts), "n_docs": sum(p.record.n_docs for p in parts),
@@ -1428,19 +1437,17 @@ class CooccurrenceStore:
             more = f", and {len(missing) - 1} more blocks'" if len(missing) > 1 else ""
             raise _damage(self.path, v, rows, cols, f"is missing (its chunk file is gone{more})")
 
-    def verify(self, *, inputs: bool = False, threads: int | None = None) -> list[str]:
+    def verify(self, *, threads: int | None = None) -> list[str]:
         """Check the version this object reads, and return the problems found (none: []).
 
         Every stored block of Q is read and decoded, which checks its CRC-32C checksum, and
         its non-zeros are counted against the store's record, so a lost or corrupted chunk is
         found. The counts must be readable; for a store built by ingest, the entries of the
         stored sum must add up to the document count (each document's Q_d sums to 1); the
-        manifest must match its digest. With ``inputs``, every recorded input must also
-        exist with its recorded content (:func:`~streamtopic.corpus.verify_recorded_inputs`).
+        manifest must match its digest. That every recorded input exists with its recorded
+        content is checked above the store (:func:`~streamtopic.corpus.input_problems`).
         """
         from concurrent.futures import ThreadPoolExecutor
-
-        from .cluster import usable_cores
 
         problems: list[str] = []
         try:
@@ -1485,22 +1492,11 @@ class CooccurrenceStore:
             self.check_manifest()
         except StoreError as exc:
             problems.append(str(exc).split(": ", 1)[-1])
-        else:
-            if not inputs:
-                return problems
-            from .corpus import verify_recorded_inputs
-
-            try:
-                verify_recorded_inputs(self)
-            except StoreError as exc:
-                problems.append(str(exc))
         return problems
 
     def _verify_cached(self, threads: int | None) -> list[str]:
         """The problems of the cached documents: each partition read and checked."""
         from concurrent.futures import ThreadPoolExecutor
-
-        from .cluster import usable_cores
 
         try:
             parts = self.cached_partitions()
@@ -1646,7 +1642,7 @@ class CooccurrenceStore:
             grp = zarr.open_group(self.path, mode="r+")
             vg = _group(grp, txn.group_path)
             V = txn.V or self.V
-            bv = _padded(self.block_versions, -(-V // self.chunk_size))
+            bv = padded_block_map(self.block_versions, -(-V // self.chunk_size))
             for i, j in written:
                 bv[i, j] = number
             digests = self._write_vectors(vg, bv, word_counts, doc_freq, V)
@@ -1822,7 +1818,7 @@ class CooccurrenceStore:
                     del vg[arr_name]
             used = np.zeros((self.n_blocks, self.n_blocks), dtype=bool)
             for bv in maps.values():
-                used |= _padded(bv, self.n_blocks) == number
+                used |= padded_block_map(bv, self.n_blocks) == number
             for i, j in np.argwhere(~used).tolist():
                 rows, cols = self.block_slices(i, j)
                 for kind in (DENSE, SPARSE):  # a mirrored block's files are its mirror's
@@ -1861,7 +1857,7 @@ def _block_records(
             **{name: sorted(keys) for name, keys in kinds.items()}}
 
 
-def _padded(block_map: np.ndarray, nb: int) -> np.ndarray:
+def padded_block_map(block_map: np.ndarray, nb: int) -> np.ndarray:
     """A copy of an (n, n) block map grown to (nb, nb) with zeros (a version with more words
     has more blocks; an earlier version's map covers the first ones)."""
     out = np.zeros((nb, nb), dtype=block_map.dtype)
@@ -1924,5 +1920,5 @@ def looks_like_store(path: str | os.PathLike[str]) -> bool:
     return os.path.isdir(path) and (
         os.path.isfile(os.path.join(path, "zarr.json"))
         or os.path.isdir(os.path.join(path, "versions"))
-        or os.path.lexists(os.path.join(path, _LOCK))
+        or os.path.lexists(os.path.join(path, LOCK_FILE))
     )
