@@ -27,7 +27,7 @@ summed RSS; before each one the script waits (up to ``--quiet-wait`` s) for idle
 **Same tokens for everyone.** After streamtopic's first run on a corpus, its store is read:
 the vocabulary, the recorded inputs and the tokenizer settings in its manifest. The training
 documents are re-read with :func:`streamtopic.corpus.recorded_corpus` (the store's own reader
-and tokenizer) and mapped to the store's word ids (``streamtopic.cooccurrence._to_global``),
+and tokenizer) and mapped to the store's word ids (``streamtopic.termmap.to_global``),
 tokens outside the vocabulary dropped and documents with fewer than 2 tokens left out, as the
 store does; the token count is checked against the store's. That bag of words (scipy CSR,
 ``train.npz``) is what the baselines train on. The test documents are read the same way (the
@@ -230,12 +230,12 @@ def _partition_rows(chunks: list[Any], vocab: list[str]) -> list[Any]:
     import numpy as np
     import scipy.sparse as sp
 
-    from streamtopic.cooccurrence import _term_index, _to_global
+    from streamtopic.termmap import term_index, to_global
 
-    index = _term_index(vocab)
+    index = term_index(vocab)
     rows, oov = [], 0
     for ch in chunks:
-        H, o = _to_global(ch, index, len(vocab))
+        H, o = to_global(ch, index, len(vocab))
         rows.append(H)
         oov += o
     if not rows:

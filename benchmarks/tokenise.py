@@ -7,7 +7,7 @@ one core, each message goes from its raw bytes to :class:`~streamtopic.corpus.Do
 
 * *python*: today's path, as ``main`` runs it: UTF-8 decoding, ``Tokenizer.tokens_and_length``
   (regular expressions), a dict lookup per token, ``csr_matrix`` and ``sum_duplicates``;
-* *kernel*: ``_ChunkBuilder.add_bytes``, which queues a chunk's documents and tokenises and
+* *kernel*: ``ChunkBuilder.add_bytes``, which queues a chunk's documents and tokenises and
   counts them in one call of the compiled kernel (``streamtopic/_tokenize.py``).
 
 The two are timed in turns, ``--rounds`` times, and their chunks are checked to be equal.
@@ -67,7 +67,7 @@ def load_messages(path: str) -> list[bytes]:
 
 
 def python_chunks(messages: list[bytes], tokenizer: Any) -> list[Any]:
-    """Today's path (``main``'s ``_ChunkBuilder`` with ``_decode``), written out."""
+    """Today's path (``main``'s ``ChunkBuilder`` with ``_decode``), written out."""
     from streamtopic.corpus import CHUNK_DOCS, DocChunk
 
     chunks = []
@@ -94,9 +94,9 @@ def python_chunks(messages: list[bytes], tokenizer: Any) -> list[Any]:
 
 
 def kernel_chunks(messages: list[bytes], tokenizer: Any) -> list[Any]:
-    from streamtopic.corpus import _ChunkBuilder
+    from streamtopic.corpus import ChunkBuilder
 
-    builder = _ChunkBuilder("<memory>", 0, tokenizer)
+    builder = ChunkBuilder("<memory>", 0, tokenizer)
     for raw in messages:
         builder.add_bytes(raw)
     builder.flush()

@@ -14,14 +14,14 @@ cache), :mod:`~streamtopic.inference` (per-document θ, document completion),
 :mod:`~streamtopic.cluster`, :mod:`~streamtopic.cli`.
 """
 
+from ._version import __version__ as __version__
 from .cooccurrence import IngestReport, ingest
 from .corpus import Corpus, CorpusError, DocChunk, convert, read_corpus
 from .evaluation import evaluate
+from .fitting import fit
 from .model import AnchorTopicModel, ModelError
 from .store import CooccurrenceStore, StoreError
 from .vocabulary import ENGLISH_STOP_WORDS, Tokenizer, Vocabulary
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AnchorTopicModel",
@@ -37,6 +37,7 @@ __all__ = [
     "Vocabulary",
     "convert",
     "evaluate",
+    "fit",
     "ingest",
     "read_corpus",
 ]

@@ -11,7 +11,12 @@ the input with the index, seeks to the point before its range and inflates at mo
 and time per partition do not depend on where in the file it lies.
 
 Where the index lives: ``$STREAMTOPIC_GZIP_INDEX_DIR`` if set, else
-``<tempfile.gettempdir()>/streamtopic-gzip-index``. Its name is keyed by the input's absolute
+``<tempfile.gettempdir()>/streamtopic-gzip-index-<uid>``, a directory of the user's own (made
+mode 0700). Either is used only when it is a real directory (not a link) owned by the user
+and writable by nobody else (:func:`private_dir`): an index or a listing there decides which
+bytes are read, so one another user could edit would let them change what an ingest counts.
+An index file is also checked against the digest its planner recorded before a worker uses
+it (:func:`file_digest`). Its name is keyed by the input's absolute
 path, size and modification time, so a changed input never meets an old index, and a newer
 index replaces the other ones of the same path. The planning process writes it (aside, then
 renamed into place); workers only read it. On a cluster whose workers do not share the
@@ -28,12 +33,13 @@ import hashlib
 import logging
 import os
 import tempfile
+from functools import lru_cache
 from typing import Any, BinaryIO
 
 log = logging.getLogger(__name__)
 
-__all__ = ["INDEX_DIR_ENV", "available", "check_complete", "index_dir", "index_path",
-           "open_scan", "read_range", "save", "spacing_for"]
+__all__ = ["INDEX_DIR_ENV", "available", "check_complete", "file_digest", "index_dir",
+           "index_path", "open_scan", "private_dir", "read_range", "save", "spacing_for"]
 
 INDEX_DIR_ENV = "STREAMTOPIC_GZIP_INDEX_DIR"
 #: seek points at least this far apart (decompressed bytes) ...
@@ -44,20 +50,23 @@ MAX_POINTS = 256
 #: read buffer of an indexed reader (indexed_gzip's default is 4 × spacing)
 READ_BUFFER = 2**20
 SUFFIX = ".gzidx"
+#: what has been warned about once per process (unusable indexes and directories)
+_warned: set[str] = set()
 
 
 def available() -> bool:
-    """Whether ``indexed_gzip`` can be imported and the index directory written."""
+    """Whether ``indexed_gzip`` can be imported and the index directory is the user's own
+    and writable (:func:`private_dir`)."""
     try:
         import indexed_gzip  # noqa: F401
     except ImportError:
         return False
     root = index_dir()
     try:
-        os.makedirs(root, exist_ok=True)
+        os.makedirs(root, mode=0o700, exist_ok=True)
     except OSError:
         return False
-    return os.access(root, os.W_OK | os.X_OK)
+    return private_dir(root) and os.access(root, os.W_OK | os.X_OK)
 
 
 def index_dir() -> str:
@@ -65,7 +74,55 @@ def index_dir() -> str:
     env = os.environ.get(INDEX_DIR_ENV)
     if env:
         return os.path.abspath(env)
-    return os.path.join(tempfile.gettempdir(), "streamtopic-gzip-index")
+    return os.path.join(tempfile.gettempdir(), f"streamtopic-gzip-index-{os.geteuid()}")
+
+
+def private_dir(root: str) -> bool:
+    """Whether ``root`` is a directory (not a symbolic link) owned by this user that no one
+    else may write to. The default directory is made private (mode 0700) when it is ours
+    but readable by others; one that others may write to, or someone else's, is refused
+    with a warning (its files could have been edited)."""
+    import stat
+
+    try:
+        st = os.lstat(root)
+    except OSError:
+        return False
+    why = None
+    if not stat.S_ISDIR(st.st_mode):
+        why = "not a directory"
+    elif st.st_uid != os.geteuid():
+        why = f"owned by user {st.st_uid}"
+    elif st.st_mode & 0o022:
+        why = f"writable by other users (mode {stat.S_IMODE(st.st_mode):o})"
+    if why is None:
+        if st.st_mode & 0o077 and not os.environ.get(INDEX_DIR_ENV):
+            try:
+                os.chmod(root, 0o700)
+            except OSError:
+                return False
+        return True
+    if root not in _warned:
+        _warned.add(root)
+        log.warning("%s: gzip index directory not used (%s): gzip inputs are read in few "
+                    "large partitions", root, why)
+    return False
+
+
+@lru_cache(maxsize=64)
+def _digest(path: str, size: int, mtime_ns: int, ino: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(2**20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_digest(path: str) -> str:
+    """SHA-256 of a file's content, computed once per process while its size, modification
+    time and inode stay the same."""
+    st = os.stat(path)
+    return _digest(path, st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 def _prefix(path: str) -> str:
@@ -144,15 +201,16 @@ def save(fh: Any, path: str) -> str | None:
     return target
 
 
-_warned: set[str] = set()
-
-
-def read_range(path: str, index: str, start: int, stop: int) -> bytes | None:
+def read_range(path: str, index: str, start: int, stop: int, digest: str | None = None
+               ) -> bytes | None:
     """Decompressed bytes [start, stop) of ``path`` through its index ``index``, or None if
-    the index is not there (another machine), is not this file's any more, or cannot be used:
-    the caller then reads the stream from its start."""
+    the index is not there (another machine), is not this file's any more, is not the one
+    the planner made (its SHA-256 is not ``digest``), is not in a private directory, or
+    cannot be used: the caller then reads the stream from its start."""
     try:
-        usable = index_path(path) == index and os.path.isfile(index)
+        usable = (index_path(path) == index and os.path.isfile(index)
+                  and private_dir(os.path.dirname(index))
+                  and (digest is None or file_digest(index) == digest))
     except OSError:
         usable = False
     if usable:

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["TargetExistsError", "temp_beside", "remove_path", "written_aside"]
+__all__ = ["TargetExistsError", "named_error", "temp_beside", "remove_path", "written_aside"]
 
 
 class TargetExistsError(FileExistsError):
@@ -74,9 +74,24 @@ def written_aside(
     try:
         yield aside
         _rename_into_place(aside, target, replace)
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        raise named_error(exc, target) from exc
     finally:
         if os.path.lexists(aside):
             remove_path(aside)
+
+
+def named_error(exc: OSError, path: str) -> OSError:
+    """``exc``, an error of writing that names no file (a full disk raised by ``write``, or
+    numpy's ``N requested and M written`` of a short write), as the same error naming
+    ``path``."""
+    reason = exc.strerror
+    if reason is None:  # raised with a message of its own: a short write, errno unknown
+        reason = f"{exc} (a short write: is the disk full?)"
+    out = OSError(exc.errno, reason, path)
+    return out
 
 
 def _rename_into_place(aside: str, target: str, replace: bool) -> None:

@@ -28,7 +28,7 @@ from ._io import remove_path
 from ._locking import FileLock, owner_record
 
 __all__ = ["OWNER_SUFFIX", "STALE_SECONDS", "collect", "disk_bytes", "hold", "owned_dir",
-           "owner_of"]
+           "owned_path", "owner_of", "release_owner"]
 
 #: Suffix of the owner lock file beside a scratch directory.
 OWNER_SUFFIX = ".owner"
@@ -79,6 +79,24 @@ def owner_of(path: str) -> str:
     return path + OWNER_SUFFIX
 
 
+def _take_owner(parent: str, prefix: str, what: str) -> tuple[str, FileLock]:
+    """A fresh name ``parent/prefix<hex>`` and its owner lock, held by this process.
+
+    Raises
+    ------
+    OSError
+        When the owner lock cannot be made in ``parent``.
+    """
+    for _ in range(5):
+        path = os.path.join(parent, f"{prefix}{uuid.uuid4().hex[:12]}")
+        lock = hold(owner_of(path), record=owner_record())
+        if lock is not None:
+            return path, lock
+        if not os.path.exists(owner_of(path)):  # not created: raise the OS's error
+            os.close(os.open(owner_of(path), os.O_CREAT | os.O_RDWR, 0o644))
+    raise OSError(f"{parent}: cannot take the owner lock of a scratch {what}")  # pragma: no cover
+
+
 @contextmanager
 def owned_dir(parent: str, prefix: str) -> Iterator[str]:
     """A new directory ``parent/prefix<hex>``, owned by this process while the block runs
@@ -90,15 +108,7 @@ def owned_dir(parent: str, prefix: str) -> Iterator[str]:
         When ``parent`` cannot be created or written.
     """
     os.makedirs(parent, exist_ok=True)
-    for _ in range(5):
-        path = os.path.join(parent, f"{prefix}{uuid.uuid4().hex[:12]}")
-        lock = hold(owner_of(path), record=owner_record())
-        if lock is not None:
-            break
-        if not os.path.exists(owner_of(path)):  # not created: raise the OS's error
-            os.close(os.open(owner_of(path), os.O_CREAT | os.O_RDWR, 0o644))
-    else:  # pragma: no cover - five held random names
-        raise OSError(f"{parent}: cannot take the owner lock of a scratch directory")
+    path, lock = _take_owner(parent, prefix, "directory")
     try:
         os.makedirs(path)
         try:
@@ -106,6 +116,25 @@ def owned_dir(parent: str, prefix: str) -> Iterator[str]:
         finally:
             shutil.rmtree(path, ignore_errors=True)
     finally:
+        release_owner(lock)
+
+
+@contextmanager
+def owned_path(parent: str, prefix: str) -> Iterator[str]:
+    """A fresh name ``parent/prefix<hex>`` (nothing made there), owned by this process while
+    the block runs: whatever the caller makes there (a file or a directory) is removed with
+    the owner lock when the block ends, or by the next :func:`collect` if the process dies.
+
+    Raises
+    ------
+    OSError
+        When the owner lock cannot be made in ``parent``.
+    """
+    path, lock = _take_owner(parent, prefix, "path")
+    try:
+        yield path
+    finally:
+        remove_path(path)
         release_owner(lock)
 
 

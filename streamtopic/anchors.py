@@ -37,6 +37,7 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from ._numeric import safe_inverse
+from .cluster import MemoryBudget, compute, usable_cores
 from .sketch import default_anchor_min_df, projection_block, write_sketch  # noqa: F401 (moved)
 
 log = logging.getLogger(__name__)
@@ -207,7 +208,7 @@ def find_anchors_qr(
     inv = safe_inverse(p)
     lazy = hasattr(Q, "__dask_graph__")
     if in_memory is None:
-        in_memory = not lazy or 2 * 8 * V * V <= memory_budget
+        in_memory = not lazy or MemoryBudget(memory_budget).holds(V, 2)
     if not in_memory and not lazy:
         raise ValueError("in_memory=False needs Q as a dask array (e.g. store.Q)")
     if in_memory:
@@ -249,8 +250,6 @@ def _products_in_memory(
 ) -> tuple[_Row, _Project, np.ndarray]:
     """Rows and products of Q̄ = diag(``inv``) Q with Q (V×V: dask, dense or sparse) loaded
     into memory once, and the squared row norms of Q̄ (``norms`` if given)."""
-    from .cluster import compute
-
     if hasattr(Q, "__dask_graph__"):
         (Qm,) = compute(Q, progress=progress, label="anchors (QR): load Q")
     else:
@@ -283,8 +282,6 @@ def _products_by_passes(
 ) -> tuple[_Row, _Project, np.ndarray]:
     """Rows and products of Q̄ = diag(``inv``) Q, a pass over the blocks of Q (V×V dask
     array) per product, and the squared row norms of Q̄ (``norms``, else by a pass)."""
-    from .cluster import compute
-
     first = int(norms is None)  # the row-norms pass, when needed
     total = K - 1 + first
     passes = [0]
@@ -381,8 +378,6 @@ def _row_products(X: np.ndarray) -> Iterator[_RowProducts]:
     from concurrent.futures import ThreadPoolExecutor
 
     from threadpoolctl import threadpool_limits
-
-    from .cluster import usable_cores
 
     n = min(8, usable_cores())
     if n < 2:

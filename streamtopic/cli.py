@@ -17,6 +17,7 @@ import functools
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -133,6 +134,7 @@ class _Reader:
     stop_words: str | None
     text_field: str
     strip_headers: bool
+    max_line_bytes: int | None
 
     def read(self, inputs: Sequence[str]) -> Any:
         from .corpus import read_corpus
@@ -141,7 +143,8 @@ class _Reader:
         return read_corpus(list(inputs), format=self.fmt, vocab=self.vocab,
                            text_field=self.text_field,
                            tokenizer=Tokenizer(stop_words=self.stop_words),
-                           strip_headers=self.strip_headers)
+                           strip_headers=self.strip_headers,
+                           max_line_bytes=self.max_line_bytes)
 
 
 _READER_OPTIONS = [
@@ -155,6 +158,11 @@ _READER_OPTIONS = [
     click.option("--text-field", default="text", show_default=True,
                  help="JSON Lines text field."),
     _strip_headers_option,
+    click.option("--max-line-bytes", type=click.IntRange(min=1), default=None,
+                 envvar="STREAMTOPIC_MAX_LINE_BYTES", show_envvar=True,
+                 help="The longest line (text, JSON Lines, UCI) or document (a file, an "
+                      "archive member) read, in decompressed bytes; a longer one is refused. "
+                      "Default 64 MiB."),
 ]
 
 _reader_options = _grouped("reader", _Reader, _READER_OPTIONS)
@@ -173,20 +181,17 @@ class _Ingest(_Reader):
     max_doc_tokens: int | None
 
     def ingest(self, inputs: Sequence[str], store: str, *, skip_existing: bool,
-               progress: bool, reuse: bool = False, grow: bool = False) -> Any:
-        """Ingest ``inputs`` into ``store``; ``reuse``: into an existing store, whose
-        vocabulary settings stand (the options that build a new store are not passed)."""
+               progress: bool, grow: bool = False) -> Any:
+        """Ingest ``inputs`` into ``store`` (``streamtopic ingest``)."""
         from .cooccurrence import ingest
 
-        new = not reuse
         return ingest(
-            list(inputs), store, format=self.fmt, vocab=self.vocab if new else None,
-            min_df=self.min_df if new else None, max_df=self.max_df if new else None,
-            keep_n=self.keep_n if new and self.keep_n is not None else "default",
+            list(inputs), store, format=self.fmt, vocab=self.vocab, min_df=self.min_df,
+            max_df=self.max_df, keep_n="default" if self.keep_n is None else self.keep_n,
             stop_words=self.stop_words, text_field=self.text_field,
             skip_existing=skip_existing, blocksize=self.blocksize, chunk_size=self.chunk_size,
             progress=progress, strip_headers=self.strip_headers, grow=grow,
-            max_doc_tokens=self.max_doc_tokens,
+            max_doc_tokens=self.max_doc_tokens, max_line_bytes=self.max_line_bytes,
         )
 
 
@@ -230,10 +235,10 @@ def _auto_or_int(value: str | None, option: str, words: tuple[str, ...]) -> int 
 
 def _numeric_inputs(inputs: Sequence[str], fmt: str) -> bool:
     """Whether every input is numerical (UCI or HDF5): no tokenising, threads suffice."""
-    from .corpus import _expand_inputs
+    from .corpus import expand_inputs
 
     try:
-        return all(f in ("uci", "hdf5") for _, f in _expand_inputs(list(inputs), fmt))
+        return all(f in ("uci", "hdf5") for _, f in expand_inputs(list(inputs), fmt))
     except (CorpusError, OSError):
         return False  # the ingest itself reports the error
 
@@ -261,13 +266,40 @@ def _os_error_message(exc: OSError) -> str:
 
     An error of writing that names no file (zarr raises a full disk so) names the paths the
     command declared it writes (:func:`_writing`)."""
-    if exc.strerror is None:  # raised with a message of its own
-        return str(exc)
     paths = [os.fsdecode(p) for p in (exc.filename, exc.filename2) if p is not None]
+    if exc.strerror is None:  # raised with a message of its own (numpy's short write)
+        ctx = click.get_current_context(silent=True)
+        declared = list(ctx.meta.get("streamtopic.writes", [])) if ctx is not None else []
+        short = " (a short write: is the disk full?)" if "written" in str(exc) else ""
+        where = ", ".join(paths or declared)
+        return f"{where}: {exc}{short}" if where else f"{exc}{short}"
     if not paths and exc.errno in _WRITE_ERRNOS:
         ctx = click.get_current_context(silent=True)
         paths = list(ctx.meta.get("streamtopic.writes", [])) if ctx is not None else []
     return f"{', '.join(paths)}: {exc.strerror}" if paths else exc.strerror
+
+
+#: Control characters (C0 but tab and newline, DEL, C1): a word or a path holding them
+#: could retitle, recolour or rewrite the user's terminal
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters written as ``\\xNN`` escapes: what the command
+    line prints of words, paths and messages, which may come from anyone's files."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _echo(message: str = "", *, err: bool = False) -> None:
+    """``click.echo`` of :func:`printable` text."""
+    click.echo(printable(message), err=err)
+
+
+class _PrintableFormatter(logging.Formatter):
+    """Log records as :func:`printable` text (a warning may quote a path or a word)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record))
 
 
 def _reader_gone() -> NoReturn:
@@ -294,10 +326,13 @@ def _errors(f: Callable[..., Any]) -> Callable[..., Any]:
             return f(*args, **kwargs)
         except BrokenPipeError:
             _reader_gone()
+        except click.ClickException as exc:
+            exc.message = printable(exc.message)  # type: ignore[misc]
+            raise
         except (CorpusError, StoreError, ValueError, ConnectionError, TypeError) as exc:
-            raise click.ClickException(str(exc)) from None
+            raise click.ClickException(printable(str(exc))) from None
         except OSError as exc:
-            raise click.ClickException(_os_error_message(exc)) from None
+            raise click.ClickException(printable(_os_error_message(exc))) from None
 
     return wrapper
 
@@ -307,10 +342,10 @@ def _errors(f: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("-v", "--verbose", is_flag=True, help="Log each stage's time and task count.")
 def main(verbose: bool) -> None:
     """Out-of-core anchor-word topic models on Dask and zarr."""
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(name)s %(message)s",
-    )
+    handler = logging.StreamHandler()
+    handler.setFormatter(_PrintableFormatter("%(asctime)s %(name)s %(message)s"))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        handlers=[handler])
 
 
 @main.command()
@@ -341,7 +376,7 @@ def ingest(inputs: tuple[str, ...], store_path: str, skip_existing: bool, grow_v
     with sched(numeric=_numeric_inputs(inputs, reader.fmt)):
         report = reader.ingest(inputs, store_path, skip_existing=skip_existing,
                                progress=not sched.quiet, grow=grow_vocab)
-    click.echo(report.summary())
+    _echo(report.summary())
 
 
 @main.command()
@@ -357,7 +392,7 @@ def info(store_path: str, as_json: bool) -> None:
     summary["cache_bytes"] = cache_bytes(store_path)
     n_cached = len(cache_entries(store_path))
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        _echo(json.dumps(summary, indent=2))
         _fail_if_missing(summary)
         return
     rows = [
@@ -382,10 +417,10 @@ def info(store_path: str, as_json: bool) -> None:
     ]
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
-        click.echo(f"{k:<{width}}  {v}")
-    click.echo("sources:")
+        _echo(f"{k:<{width}}  {v}")
+    _echo("sources:")
     for s in summary["sources"]:
-        click.echo(
+        _echo(
             f"  v{s['version']}  {s['path']}  [{s['format']}]  {s['n_docs']:,} docs, "
             f"{s['n_tokens']:,} tokens, sha256 {s['sha256'][:12]}"
         )
@@ -393,7 +428,9 @@ def info(store_path: str, as_json: bool) -> None:
 
 
 def _fail_if_missing(summary: dict[str, Any]) -> None:
-    """Exit 1, after the summary, when blocks the store recorded are gone."""
+    """Exit 1, after the summary, when blocks the store recorded are gone, or a chunk or an
+    array fails its checksum or digest
+    (:meth:`~streamtopic.store.CooccurrenceStore.check_chunks`)."""
     missing = summary["missing_blocks"]
     if missing:
         i, j, v = missing[0]
@@ -401,6 +438,11 @@ def _fail_if_missing(summary: dict[str, Any]) -> None:
             f"{summary['path']}: damaged: {len(missing)} block(s) of Q recorded with non-zeros "
             f"are missing (first: block ({i}, {j}) of version {v}); run `streamtopic verify`"
         )
+    problems = summary.get("problems", [])
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise click.ClickException(f"{summary['path']}: damaged: {problems[0]}{more}; run "
+                                   "`streamtopic verify`")
 
 
 @main.command()
@@ -412,18 +454,21 @@ def verify(store_path: str, check_inputs: bool) -> None:
     """Check a co-occurrence store for damage: read and checksum every stored block of Q,
     compare its non-zeros with the store's record, check the counts, that Q sums to the
     document count, and the manifest's digest. Exits 1 if anything is wrong."""
+    from .corpus import input_problems
     from .store import CooccurrenceStore
 
     with CooccurrenceStore.open(store_path) as store:
-        problems = store.verify(inputs=check_inputs)
+        problems = store.verify()
+        if check_inputs:
+            problems += input_problems(store)
         blocks = int((store.block_versions > 0).sum())
         what = f"{store.path} (version {store.version}, {blocks} stored blocks)"
     if not problems:
-        click.echo(f"ok: {what}")
+        _echo(f"ok: {what}")
         return
-    click.echo(f"damaged: {what}")
+    _echo(f"damaged: {what}")
     for p in problems:
-        click.echo(f"  {p}")
+        _echo(f"  {p}")
     raise SystemExit(1)
 
 
@@ -452,7 +497,7 @@ def convert(inputs: tuple[str, ...], output: str, reader: _Reader, sched: _Sched
     corpus = reader.read(inputs)
     with sched(numeric=_numeric_inputs(inputs, reader.fmt)):
         out = do_convert(corpus, output, progress=not sched.quiet)
-    click.echo(
+    _echo(
         f"{output}: {out['n_docs']:,} documents, {out['n_tokens']:,} tokens, "
         f"V = {out['vocab_size']:,}"
     )
@@ -478,26 +523,24 @@ class _Estimator:
     no_cleanup: bool
     seed: int
 
-    def build(self, scratch_dir: str, progress: bool) -> Any:
-        """The estimator (:class:`~streamtopic.model.AnchorTopicModel`)."""
-        from .model import AnchorTopicModel
-
+    def params(self, scratch_dir: str) -> dict[str, Any]:
+        """The estimator's parameters (:class:`~streamtopic.model.AnchorTopicModel`)."""
         anchor_method = self.anchor_method
         if self.exact_anchors:
             if anchor_method == "qr":
                 raise click.UsageError("--exact-anchors is --anchors exact; it cannot go with "
                                        "--anchors qr")
             anchor_method = "exact"
-        return AnchorTopicModel(
-            self.n_topics, method=self.method, recover=self.recover, rectify=self.rectify,
+        return dict(
+            n_topics=self.n_topics, method=self.method, recover=self.recover,
+            rectify=self.rectify,
             rectify_iters=self.rectify_iters, anchor_method=anchor_method,
             topic_topic=self.topic_topic,
             memory_budget=None if self.memory_budget is None else self.memory_budget * 2**20,
             refine_passes=_auto_or_int(self.refine_passes, "--refine-passes", ("auto",)),
             core_size=_auto_or_int(self.core_size, "--core-size", ("auto", "all")),
             sketch_dim=self.sketch_dim, anchor_min_df=self.anchor_min_df,
-            cleanup=not self.no_cleanup, seed=self.seed, progress=progress,
-            scratch_dir=scratch_dir,
+            cleanup=not self.no_cleanup, seed=self.seed, scratch_dir=scratch_dir,
         )
 
 
@@ -595,33 +638,32 @@ def fit(source: str, output: str, model_format: str, top: int, store_path: str |
     """
     import time
 
+    from .fitting import fit as fit_source
     from .store import CooccurrenceStore
 
     reader = _fit_reader(reader, input_format, source)
-    is_store = CooccurrenceStore.is_store(source)
-    if not is_store:
+    store = None
+    if not CooccurrenceStore.is_store(source):
         _check_raw_input(source)
-    _writing(output)
-    model = params.build(scratch or os.path.dirname(os.path.abspath(output)),
-                         progress=not sched.quiet)
+        store = store_path or f"{output.rstrip('/')}.store"
+    _writing(store, output)
+
+    def stage(name: str, numeric: bool) -> Any:
+        # tokenising text wants the process cluster, the numerical stages threads (they
+        # release the GIL and share memory); a chosen scheduler runs both
+        return sched(numeric=numeric or (name == "fit" and not sched.chosen))
+
+    t0 = time.perf_counter()
     # the vocabulary options also choose the model's words among the store's, at fit time
     # (a store that fit builds from raw input already has them: the selection keeps it all)
-    model.set_params(min_df=reader.min_df, max_df=reader.max_df, keep_n=reader.keep_n,
-                     stop_words=reader.stop_words)
-    if model._validate_params().refine_passes != 0:  # a bad option stops before the ingest
-        from ._warmup import start
-
-        start()  # the EM kernel compiles while the ingest and the spectral stages run
-    t0 = time.perf_counter()
-    numeric = is_store or _numeric_inputs([source], reader.fmt)
-    store = source
-    if not is_store:
-        store = store_path or f"{output.rstrip('/')}.store"
-        _ingest_for_fit(source, store, output, reader, sched, numeric)
-    # the scheduler per stage: tokenising text wants the process cluster, the numerical
-    # stages threads (they release the GIL and share memory); a chosen scheduler runs both
-    with sched(numeric=numeric or not sched.chosen):
-        model.fit(store)
+    model = fit_source(
+        source, **params.params(scratch or os.path.dirname(os.path.abspath(output))),
+        store=store, format=reader.fmt, vocab=reader.vocab, min_df=reader.min_df,
+        max_df=reader.max_df, keep_n=reader.keep_n, stop_words=reader.stop_words,
+        text_field=reader.text_field, strip_headers=reader.strip_headers,
+        blocksize=reader.blocksize, chunk_size=reader.chunk_size,
+        max_doc_tokens=reader.max_doc_tokens, progress=not sched.quiet, scheduler=stage,
+        on_ingest=lambda report: _echo(report.summary(), err=True))
     model.save(output, format=model_format)
     _echo_fit(model, output, time.perf_counter() - t0, top)
 
@@ -646,18 +688,6 @@ def _fit_reader(reader: _Ingest, input_format: str | None, source: str) -> _Inge
     return reader
 
 
-def _ingest_for_fit(source: str, store: str, output: str, reader: _Ingest, sched: _Scheduler,
-                    numeric: bool) -> None:
-    """Ingest ``fit``'s raw input into ``store`` (an existing store is reused, its
-    vocabulary settings standing)."""
-    _writing(store, output)
-    reuse = os.path.exists(store)
-    with sched(numeric=numeric):
-        report = reader.ingest([source], store, skip_existing=True, progress=not sched.quiet,
-                               reuse=reuse)
-    click.echo(report.summary(), err=True)
-
-
 def _echo_fit(model: Any, output: str, seconds: float, top: int) -> None:
     """``fit``'s report: the fit's figures and the rectification's on standard error, then
     the topics."""
@@ -665,7 +695,7 @@ def _echo_fit(model: Any, output: str, seconds: float, top: int) -> None:
 
     diag = model.diagnostics_
     secs = ", ".join(f"{k} {v:.2f} s" for k, v in diag["seconds"].items())
-    click.echo(
+    _echo(
         f"{output}: K = {model.n_topics}, V = {len(model.vocab_):,}, method = {model.method}; "
         f"{model.n_converged_:,}/{model.n_fitted_:,} word rows converged; "
         f"cleanup changed {diag['cleanup_changed']} anchors; {secs}; total {seconds:.2f} s",
@@ -676,21 +706,21 @@ def _echo_fit(model: Any, output: str, seconds: float, top: int) -> None:
         shown = {k: (f"[{len(v)} words]" if isinstance(v, list) else v)
                  for k, v in chosen.items() if k in ("min_df", "max_df", "keep_n", "stop_words")}
         settings = ", ".join(f"{k} {v}" for k, v in shown.items() if v is not None)
-        click.echo(f"vocabulary chosen at fit time: {chosen['V']:,} of the store's "
+        _echo(f"vocabulary chosen at fit time: {chosen['V']:,} of the store's "
                    f"{chosen['store_V']:,} words ({settings})", err=True)
     rect = diag.get("rectification")
     if rect and rect.get("reused"):
-        click.echo(f"rectified Q reused from {rect['path']}", err=True)
+        _echo(f"rectified Q reused from {rect['path']}", err=True)
     elif rect:
         moved = " ".join(f"{m:.2e}" for m in rect["movement"])
-        click.echo(f"rectification ({rect['method']}, {rect['iterations']} iterations, "
+        _echo(f"rectification ({rect['method']}, {rect['iterations']} iterations, "
                    f"{sum(rect['seconds']):.2f} s): relative movement per iteration {moved}",
                    err=True)
     alpha = model.alpha_
-    click.echo(f"Dirichlet prior of the topic proportions: alpha0 = {alpha.sum():.3g}, "
+    _echo(f"Dirichlet prior of the topic proportions: alpha0 = {alpha.sum():.3g}, "
                f"alpha per topic {alpha.min():.3g} to {alpha.max():.3g}", err=True)
     for line in top_words_table(model, top):
-        click.echo(line)
+        _echo(line)
 
 
 def _check_raw_input(source: str) -> None:
@@ -753,7 +783,7 @@ def topics(model_path: str, top: int) -> None:
 
     model = AnchorTopicModel.load(model_path)
     for line in top_words_table(model, top):
-        click.echo(line)
+        _echo(line)
 
 
 @main.command()
@@ -779,18 +809,20 @@ def infer(model_path: str, inputs: tuple[str, ...], output: str, output_format: 
     from .inference import infer_corpus, model_tokenizer
     from .model import AnchorTopicModel
 
+    _writing(output)
     model = AnchorTopicModel.load(model_path)
     tokenizer = model_tokenizer(model, reader.stop_words)
     corpus = read_corpus(list(inputs), format=reader.fmt, vocab=reader.vocab,
                          text_field=reader.text_field, tokenizer=tokenizer,
-                         strip_headers=reader.strip_headers)
+                         strip_headers=reader.strip_headers,
+                         max_line_bytes=reader.max_line_bytes)
     # a small text corpus is read in this process: starting worker processes would cost
     # more than they save (SMALL_TEXT_BYTES)
     small = corpus.text_bytes() < SMALL_TEXT_BYTES
     with sched(numeric=small or _numeric_inputs(inputs, reader.fmt)):
         done = infer_corpus(model, corpus, output, format=output_format,
                             progress=not sched.quiet)
-    click.echo(f"{done.path}: {done.n_docs:,} documents, {done.n_tokens:,} tokens "
+    _echo(f"{done.path}: {done.n_docs:,} documents, {done.n_tokens:,} tokens "
                f"({done.n_in_vocabulary:,} in the model's vocabulary) in {done.seconds:.2f} s "
                f"({done.n_tokens / max(done.seconds, 1e-9) / 1e6:.2f}M tokens/s)")
 @main.command("report")
@@ -813,9 +845,9 @@ def report_cmd(model_path: str, output: str, top_words: int, pyldavis: str | Non
     _writing(output, pyldavis)
     model = AnchorTopicModel.load(model_path)
     path = write_report(model, output, top_words=top_words, model_path=model_path)
-    click.echo(f"{path}: report of {model.n_topics} topics")
+    _echo(f"{path}: report of {model.n_topics} topics")
     if pyldavis is not None:
-        click.echo(f"{model.to_pyldavis(pyldavis)}: pyLDAvis page")
+        _echo(f"{model.to_pyldavis(pyldavis)}: pyLDAvis page")
 
 
 @main.command("split")
@@ -841,7 +873,7 @@ def split_cmd(inputs: tuple[str, ...], prefix: str, test_fraction: float, seed: 
     with sched(numeric=_numeric_inputs(inputs, reader.fmt)):
         out = do_split(corpus, train, test, test_fraction=test_fraction, seed=seed,
                        progress=not sched.quiet)
-    click.echo(f"{train}: {out['n_train']:,} documents; {test}: {out['n_test']:,} documents")
+    _echo(f"{train}: {out['n_train']:,} documents; {test}: {out['n_test']:,} documents")
 
 
 @main.command()
@@ -884,7 +916,7 @@ def evaluate(model_path: str, corpus_inputs: tuple[str, ...], heldout_inputs: tu
         with open(output, "w") as fh:
             fh.write(text + "\n")
     if as_json:
-        click.echo(text)
+        _echo(text)
     else:
         _echo_scores(report, model)
 
@@ -892,19 +924,19 @@ def evaluate(model_path: str, corpus_inputs: tuple[str, ...], heldout_inputs: tu
 def _echo_scores(report: dict[str, Any], model: Any) -> None:
     """``evaluate``'s table: the means, then per topic its scores and top words."""
     top_n = report["top_n"]
-    click.echo(f"model {report['model']}: K = {report['n_topics']}, top {top_n} words")
-    click.echo(f"unique words per topic (mean)   {report['unique_words']['mean']:.2f}")
+    _echo(f"model {report['model']}: K = {report['n_topics']}, top {top_n} words")
+    _echo(f"unique words per topic (mean)   {report['unique_words']['mean']:.2f}")
     coherence = report.get("coherence")
     if coherence:
-        click.echo(f"coherence (mean)                {coherence['mean']:.2f}")
+        _echo(f"coherence (mean)                {coherence['mean']:.2f}")
     if "heldout" in report:
         h = report["heldout"]
-        click.echo(f"held-out log-likelihood         {h['per_token']:.4f} nats/token "
+        _echo(f"held-out log-likelihood         {h['per_token']:.4f} nats/token "
                    f"({h['n_docs']:,} documents, {h['n_tokens']:,} tokens scored)")
     unique = report["unique_words"]["per_topic"]
     for k, words in enumerate(model.top_words(min(8, top_n))):
         coh_k = f"{coherence['per_topic'][k]:9.2f}" if coherence else ""
-        click.echo(f"topic {k:3d} unique {unique[k]:2d} {coh_k}  {' '.join(words)}")
+        _echo(f"topic {k:3d} unique {unique[k]:2d} {coh_k}  {' '.join(words)}")
 
 
 @main.command()
@@ -981,14 +1013,14 @@ def synth(
         )
     if not sched.quiet:
         click.echo(err=True)
-    click.echo(json.dumps(out, indent=2, default=str))
+    _echo(json.dumps(out, indent=2, default=str))
 
 
 @main.command("demo-path")
 @_errors
 def demo_path() -> None:
     """Print the path of the bundled demo corpus (UCI KOS)."""
-    click.echo(bundled_corpus())
+    _echo(bundled_corpus())
 
 
 @main.command("clear-cache")
@@ -1004,9 +1036,9 @@ def clear_cache_cmd(store_path: str) -> None:
     left = {e["key"] for e in cache_entries(store_path)}
     for e in before:
         if e["key"] not in left:
-            click.echo(f"removed {e['key']} ({_human(e['bytes'])})")
+            _echo(f"removed {e['key']} ({_human(e['bytes'])})")
     kept = f"; {len(left)} in use kept" if left else ""
-    click.echo(f"{store_path}: freed {_human(freed)}{kept}")
+    _echo(f"{store_path}: freed {_human(freed)}{kept}")
 
 
 def run() -> None:

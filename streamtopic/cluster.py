@@ -14,20 +14,28 @@ there is one, else the scheduler set with ``dask.config.set(scheduler=...)``, el
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from typing import Any
+
+from .progress import Stage
 
 __all__ = [
     "CLUSTER_CONFIG",
+    "QUIET_LOGGERS",
     "SCHEDULER_ENV",
     "current_client",
     "n_workers",
+    "quiet_logs",
     "scheduler",
     "compute",
+    "delayed_tree",
+    "MemoryBudget",
 ]
 
 SCHEDULER_ENV = "STREAMTOPIC_SCHEDULER"
@@ -96,11 +104,33 @@ def memory_budget() -> int:
     client = current_client()
     limits = []
     if client is not None:
-        for w in _workers(client).values():
+        for w in scheduler_workers(client).values():
             limit = w.get("memory_limit") or 0
             limits.append(int(limit) if limit else int(psutil.virtual_memory().total))
     base = min(limits) if limits else local_memory()
     return max(256 * 2**20, int(MEMORY_SHARE * base))
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """Bytes a fit or an ingest may hold in memory, resolved once (:meth:`resolve`), and the
+    one answer to "do ``copies`` dense n×n arrays fit" that every stage asks."""
+
+    bytes: int
+
+    @classmethod
+    def resolve(cls, given: int | None) -> MemoryBudget:
+        """The user's budget (``--memory-budget``, ``memory_budget=``), else the automatic
+        one (:func:`memory_budget`)."""
+        return cls(int(given) if given is not None else memory_budget())
+
+    def holds(self, n: int, copies: int, itemsize: int = 8) -> bool:
+        """Whether ``copies`` dense n×n arrays of ``itemsize``-byte numbers fit."""
+        return copies * itemsize * n * n <= self.bytes
+
+    def largest(self, copies: int, itemsize: int = 8) -> int:
+        """The largest n whose ``copies`` dense n×n arrays fit."""
+        return int(math.sqrt(self.bytes / (itemsize * copies)))
 
 
 def usable_cores() -> int:
@@ -111,7 +141,7 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _workers(client: Any) -> dict[str, Any]:
+def scheduler_workers(client: Any) -> dict[str, Any]:
     """The scheduler's record of every worker of ``client``, by address."""
     if _takes_n_workers(client):
         info = client.scheduler_info(n_workers=-1)
@@ -124,14 +154,14 @@ def n_workers() -> int:
     """Parallel slots of the active scheduler (worker threads, or local cores)."""
     client = current_client()
     if client is not None:
-        return max(1, sum(w.get("nthreads", 1) for w in _workers(client).values()))
+        return max(1, sum(w.get("nthreads", 1) for w in scheduler_workers(client).values()))
     return max(1, os.cpu_count() or 1)
 
 
 def worker_addresses() -> list[str]:
     """Addresses of the current client's workers, sorted (empty without a client)."""
     client = current_client()
-    return sorted(_workers(client)) if client is not None else []
+    return sorted(scheduler_workers(client)) if client is not None else []
 
 
 def spread(costs: Sequence[float]) -> list[dict[str, Any]]:
@@ -144,7 +174,7 @@ def spread(costs: Sequence[float]) -> list[dict[str, Any]]:
     the workers where Dask's scheduler would not: it hands the first tasks out in the order
     it processes the graph, before any priority counts."""
     client = current_client()
-    workers = _workers(client) if client is not None else {}
+    workers = scheduler_workers(client) if client is not None else {}
     if len(workers) < 2:
         return [{} for _ in costs]
     threads = {a: max(1, int(workers[a].get("nthreads", 1))) for a in sorted(workers)}
@@ -306,7 +336,7 @@ def _local_cluster(
     # error the command reports) only with -v
     verbose = log.isEnabledFor(logging.INFO)
     if not verbose:
-        logging.getLogger("distributed").setLevel(logging.CRITICAL)
+        quiet_logs()
     if local == "inproc":
         # one worker in this process, one thread per core: no pickling or transfers between
         # tasks; right for numerical work that releases the GIL
@@ -326,6 +356,19 @@ def _local_cluster(
             yield client
 
 
+#: Loggers silenced in a command's process and its workers, but with -v: Dask's own (a
+#: worker's "Compute Failed" with its traceback), and asyncio's ("Task exception was never
+#: retrieved": a failed task's exception as the client's or a worker's event loop drops it),
+#: which would be printed before the one-line error the command reports.
+QUIET_LOGGERS = ("distributed", "asyncio")
+
+
+def quiet_logs() -> None:
+    """Silence :data:`QUIET_LOGGERS` below CRITICAL in this process."""
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def _silence_workers(client: Any) -> None:
     """Silence the logs of the client's workers (which ``LocalCluster(silence_logs=...)``
     leaves on in worker processes), now and in any worker that starts later."""
@@ -333,7 +376,7 @@ def _silence_workers(client: Any) -> None:
 
     class SilentLogs(WorkerPlugin):
         def setup(self, worker: Any) -> None:
-            logging.getLogger("distributed").setLevel(logging.CRITICAL)
+            quiet_logs()
 
     client.register_plugin(SilentLogs(), name="streamtopic-silent-logs")
 
@@ -375,8 +418,6 @@ def compute(
     the bytes the stage reads.
     """
     import dask
-
-    from .progress import Stage
 
     t0 = time.perf_counter()
     client = current_client()
@@ -455,8 +496,6 @@ def persist(items: Any, progress: bool = True, label: str = "") -> Any:
     results, else on the local scheduler), with one progress display when asked."""
     import dask
 
-    from .progress import Stage
-
     t0 = time.perf_counter()
     client = current_client()
     with Stage(label, enabled=progress) as stage, stage.tasks():
@@ -511,3 +550,20 @@ def _collections(items: Any) -> list[Any]:
     return out
 
 
+#: Fan-in of :func:`delayed_tree`.
+TREE_FAN_IN = 8
+
+
+def delayed_tree(combine: Any, items: Sequence[Any], fan_in: int = TREE_FAN_IN) -> Any:
+    """A reduction tree of delayed calls ``combine(*items)`` with fan-in ``fan_in``."""
+    from dask import delayed  # deferred, as all of Dask here: the command line starts without it
+
+    level = list(items)
+    if len(level) == 1:
+        return delayed(combine, pure=True)(level[0])
+    while len(level) > 1:
+        level = [
+            delayed(combine, pure=True)(*level[k : k + fan_in])
+            for k in range(0, len(level), fan_in)
+        ]
+    return level[0]

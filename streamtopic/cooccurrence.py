@@ -43,32 +43,47 @@ import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
-from itertools import repeat
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from ._io import TargetExistsError, written_aside
-from .corpus import Corpus, CorpusError, DocChunk, _uci_header, read_corpus, source_vocabulary
+from ._locking import is_locked
+from ._scratch import collect, owned_dir
+from .cluster import MemoryBudget, compute, delayed_tree, worker_addresses
+from .corpus import (
+    Corpus,
+    CorpusError,
+    DocChunk,
+    line_of_offset,
+    read_corpus,
+    stat_fingerprint,
+    uci_header,
+)
 from .doccache import CachedDocuments, PartitionRecord, write_partition
 from .store import (
     DENSE,
     DOC_LENGTH,
+    LOCK_FILE,
     MIRRORED,
     MIRRORED_DENSE,
     SPARSE,
     CooccurrenceStore,
     StoreError,
-    _padded,
     open_for_blocks,
+    padded_block_map,
     read_q_block,
     write_q_block,
 )
+from .termmap import global_ids, oov_terms, to_global
 from .vocabulary import TermStats, Tokenizer, Vocabulary, read_vocab_file, validate_pruning
+from .workspace import scratch_root
 
 __all__ = [
     "IngestReport", "ingest", "document_cooccurrence", "GROUP_BYTES", "SPLIT_EVERY", "SYNC_EVERY",
+    "ACCUMULATION_SHARE", "DENSE_START", "accumulation_bands", "accumulation_budget",
+    "dense_groups",
 ]
 
 GROUP_BYTES = 128 * 2**20  # dense bytes of Q one reduction group covers at most
@@ -254,7 +269,8 @@ def _make_grid(V: int, c: int, doc_freq: np.ndarray | None = None, n_docs: int =
     return _Grid(V, c, tuple(runs))
 
 
-def _block_bytes(df: np.ndarray, n_docs: int, c: int, bins: int = 32) -> np.ndarray:
+def _block_bytes(df: np.ndarray, n_docs: int, c: int, bins: int = 32,
+                 dense_above: float = 0.5 * DENSE_FRACTION) -> np.ndarray:
     """(nb, nb): the expected bytes of each block's running sum: dense (8 per entry) where
     the block's expected density (words co-occurring at random in documents, from their
     document frequencies binned by log) passes half of ``DENSE_FRACTION``, else 24 per
@@ -271,7 +287,7 @@ def _block_bytes(df: np.ndarray, n_docs: int, c: int, bins: int = 32) -> np.ndar
     nnz = hist @ pair @ hist.T
     sizes = np.minimum(c, df.size - np.arange(nb) * c).astype(np.float64)
     area = np.outer(sizes, sizes)
-    return np.where(nnz > 0.5 * DENSE_FRACTION * area, 8.0 * area, 24.0 * nnz)
+    return np.where(nnz > dense_above * area, 8.0 * area, 24.0 * nnz)
 
 
 # ----------------------------------------------------------------------------- partition tasks
@@ -322,68 +338,6 @@ class _Stats:
             for k, v in d.items():
                 mine[k] = max(mine.get(k, 0), v) if k == "max_doc" else mine.get(k, 0) + v
         return self
-
-
-_INDEX_CACHE: dict[int, tuple[Sequence[str], dict[str, int]]] = {}
-
-
-def _term_index(vocab: Sequence[str]) -> dict[str, int]:
-    key = id(vocab)
-    hit = _INDEX_CACHE.get(key)
-    if hit is not None and hit[0] is vocab:
-        return hit[1]
-    index = {t: i for i, t in enumerate(vocab)}
-    _INDEX_CACHE.clear()
-    _INDEX_CACHE[key] = (vocab, index)
-    return index
-
-
-#: (source vocabulary key, id of a term index) -> (the index, each source id's global id):
-#: chunks of a source with a vocabulary of its own (UCI, HDF5, a store's cached documents)
-#: map their ids by one array lookup instead of a dictionary lookup per term
-_ID_MAPS: dict[tuple[str, int], tuple[dict[str, int], np.ndarray]] = {}
-
-
-def _global_ids(chunk: DocChunk, index: dict[str, int]) -> np.ndarray:
-    """The global id of each of the chunk's terms (T,), -1 outside ``index``."""
-    if chunk.vocab_key is not None and chunk.term_ids is not None:
-        key = (chunk.vocab_key, id(index))
-        hit = _ID_MAPS.get(key)
-        if hit is None or hit[0] is not index:  # the entry holds ``index``: no id reuse
-            vocab = source_vocabulary(chunk.vocab_key)
-            hit = (index, np.fromiter((index.get(t, -1) for t in vocab), np.int64, len(vocab)))
-            if len(_ID_MAPS) >= 4:
-                _ID_MAPS.clear()
-            _ID_MAPS[key] = hit
-        return hit[1][np.asarray(chunk.term_ids, dtype=np.int64)]
-    return np.fromiter(map(index.get, chunk.terms, repeat(-1)), np.int64, len(chunk.terms))
-
-
-def _to_global(
-    chunk: DocChunk, index: dict[str, int], V: int, gids: np.ndarray | None = None
-) -> tuple[sp.csr_matrix, int]:
-    """The chunk's counts with global term ids as columns; returns (H, OOV tokens).
-    ``gids``: the chunk's :func:`_global_ids`, when the caller has them."""
-    gids = _global_ids(chunk, index) if gids is None else gids
-    c = chunk.counts
-    col = gids[c.indices]
-    keep = col >= 0
-    oov = int(c.data[~keep].sum())
-    if keep.all():
-        H = sp.csr_matrix((c.data, col, c.indptr), shape=(c.shape[0], V))
-    else:
-        row = np.repeat(np.arange(c.shape[0]), np.diff(c.indptr))
-        per_row = np.bincount(row[keep], minlength=c.shape[0])
-        indptr = np.r_[0, np.cumsum(per_row)]
-        H = sp.csr_matrix((c.data[keep], col[keep], indptr), shape=(c.shape[0], V))
-    return H, oov
-
-
-def _oov_terms(chunk: DocChunk, gids: np.ndarray) -> list[str]:
-    """The chunk's words that occur in it and have no global id (``gids``, its
-    :func:`_global_ids`)."""
-    cols = chunk.counts.indices
-    return [chunk.terms[k] for k in np.unique(cols[gids[cols] < 0]).tolist()]
 
 
 @dataclass
@@ -501,12 +455,12 @@ def _partition_partial(
     text = [ch for ch in chunks if ch.vocab_key is None] if cache is not None else []
     cached: list[sp.csr_matrix] = []
     for ch in chunks:
-        gids = _global_ids(ch, index)
-        H, oov = _to_global(ch, index, V, gids)
+        gids = global_ids(ch, index)
+        H, oov = to_global(ch, index, V, gids)
         if cache is not None and ch.vocab_key is None:
             cached.append(H)
         if oov:
-            stats.unkept.update(_oov_terms(ch, gids))
+            stats.unkept.update(oov_terms(ch, gids))
         kept = np.asarray(H.sum(axis=1), dtype=np.float64).ravel()  # tokens in the vocabulary
         n = ch.input_lengths.astype(np.float64) if doc_length == DOC_LENGTH else kept
         used = n >= 2
@@ -729,7 +683,8 @@ def _add_pairs(acc: np.ndarray, part: _WeightedDocs, bounds: tuple[int, int, int
 
 
 def _accumulate_piece(
-    acc: Any, part: _WeightedDocs | None, bounds: tuple[int, int, int, int], *tickets: None
+    acc: Any, part: _WeightedDocs | None, bounds: tuple[int, int, int, int], *tickets: None,
+    dense: bool = False,
 ) -> Any:
     """One link of a group's accumulation chain: ``acc`` (the previous link's result, which
     only this link consumes) plus the partition's contribution to the group's rectangle
@@ -741,15 +696,17 @@ def _accumulate_piece(
     ``DENSE_FRACTION``; a group whose first partition already fills a quarter of it starts
     dense. In-place is safe: a link's input is read by no other task (a ticket only waits for
     it), and a failed link aborts the whole round (nothing is written), so nothing can be
-    counted twice. ``tickets`` only order the work. Returns the new sum."""
+    counted twice. ``tickets`` only order the work; ``dense``: start dense whatever the
+    first partition fills (a group expected dense enough: :func:`dense_groups`). Returns the
+    new sum."""
     if part is None or part.nnz == 0:
         return acc
     _, count_pairs = pair_kernels()
     r0, r1, c0, c1 = bounds
     area = (r1 - r0) * (c1 - c0)
-    if acc is None and count_pairs(part.indptr, part.indices, r0, r1, c0, c1) > (
+    if acc is None and (dense or count_pairs(part.indptr, part.indices, r0, r1, c0, c1) > (
         DENSE_FRACTION * area
-    ):
+    )):
         acc = np.zeros((r1 - r0, c1 - c0))
     if isinstance(acc, np.ndarray):
         _add_pairs(acc, part, bounds)
@@ -875,7 +832,8 @@ def _set_diagonal(block: Any, values: np.ndarray) -> Any:
     return sp.csr_matrix((data[keep], (row[keep], col[keep])), shape=block.shape)
 
 
-def _chains(parts: Sequence[Any], grid: _Grid, homes: Sequence[str] = ()) -> list[Any]:
+def _chains(parts: Sequence[Any], grid: _Grid, homes: Sequence[str] = (),
+            only: Sequence[int] | None = None, dense: Sequence[bool] = ()) -> list[Any]:
     """Sum each group's contributions along a linear chain of tasks, rounds in step.
 
     Link (k, g) adds link input k (the documents of a few partitions, :func:`_link_inputs`)
@@ -890,7 +848,9 @@ def _chains(parts: Sequence[Any], grid: _Grid, homes: Sequence[str] = ()) -> lis
     prefers worker ``homes[g mod len(homes)]`` (a loose restriction: any worker takes over if
     that one is lost). Left alone, the scheduler puts every chain where partition 0 was
     read, since all chains start from it, and then one worker holds all the running sums
-    and does all the adding.
+    and does all the adding. ``only``: the groups to sum (indices into ``grid.groups``;
+    default all), in that order; ``dense``: for each of them, whether its running sum
+    starts dense (default: by its first link's pairs).
     """
     import dask
     from dask import delayed
@@ -898,7 +858,8 @@ def _chains(parts: Sequence[Any], grid: _Grid, homes: Sequence[str] = ()) -> lis
     link = delayed(_accumulate_piece, pure=True)
     ticket = delayed(_ticket, pure=True)
     barrier = delayed(_barrier, pure=True)
-    bounds = [(*grid.rows(i), *grid.cols(i, g)) for i, g in grid.groups]
+    chosen = range(len(grid.groups)) if only is None else only
+    bounds = [(*grid.rows(grid.groups[n][0]), *grid.cols(*grid.groups[n])) for n in chosen]
     accs: list[Any] = [None] * len(bounds)
     barriers: list[Any] = []  # one per block of rounds
     for k, part in enumerate(parts):
@@ -907,8 +868,9 @@ def _chains(parts: Sequence[Any], grid: _Grid, homes: Sequence[str] = ()) -> lis
         last_of_block = k % SYNC_EVERY == SYNC_EVERY - 1 or k == len(parts) - 1
         tickets = []
         for g, b in enumerate(bounds):
-            with dask.annotate(**_home(homes, g)):
-                accs[g] = link(accs[g], part, b, *extra)
+            with dask.annotate(**_home(homes, chosen[g])):
+                accs[g] = link(accs[g], part, b, *extra,
+                               dense=bool(dense[g]) if len(dense) else False)
                 if last_of_block:
                     tickets.append(ticket(accs[g]))
         if last_of_block:
@@ -921,21 +883,6 @@ def _home(homes: Sequence[str], g: int) -> dict[str, Any]:
     if not homes:
         return {}
     return {"workers": [homes[g % len(homes)]], "allow_other_workers": True}
-
-
-def _tree(combine: Any, items: Sequence[Any]) -> Any:
-    """A reduction tree of delayed calls with fan-in ``SPLIT_EVERY``."""
-    from dask import delayed
-
-    level = list(items)
-    if len(level) == 1:
-        return delayed(combine, pure=True)(level[0])
-    while len(level) > 1:
-        level = [
-            delayed(combine, pure=True)(*level[k : k + SPLIT_EVERY])
-            for k in range(0, len(level), SPLIT_EVERY)
-        ]
-    return level[0]
 
 
 # ----------------------------------------------------------------------------- vocabulary pass
@@ -951,18 +898,14 @@ def _partition_term_stats(chunks: Sequence[DocChunk]) -> list[TermStats]:
     return [total]
 
 
-def _worth_caching(corpus: Corpus) -> bool:
+def _worth_caching(corpus: Corpus, budget: MemoryBudget) -> bool:
     """Whether a new store's two passes (vocabulary, co-occurrence) should share one read of
     the corpus, kept in memory between them: when its text takes at most ``CACHE_SHARE`` of
     the memory budget (its token counts take a fraction of that)."""
-    from .cluster import memory_budget
-
-    return corpus.text_bytes() <= CACHE_SHARE * memory_budget()
+    return corpus.text_bytes() <= CACHE_SHARE * budget.bytes
 
 
 def _vocabulary_pass(corpus: Corpus, progress: bool) -> TermStats:
-    from .cluster import compute
-
     bag = corpus.to_bag().map_partitions(_partition_term_stats)
     item = bag.reduction(TermStats.sum, TermStats.sum, split_every=SPLIT_EVERY)
     (stats,) = compute(item, progress=progress, label="vocabulary pass",
@@ -972,8 +915,6 @@ def _vocabulary_pass(corpus: Corpus, progress: bool) -> TermStats:
 
 def _hash_sources(corpus: Corpus) -> list[str]:
     from dask import delayed
-
-    from .cluster import compute
 
     tasks = [delayed(_source_hash, pure=False)(s) for s in corpus.sources]
     (hashes,) = compute(tasks, progress=False, label="hashing inputs")
@@ -1085,6 +1026,8 @@ def ingest(
     strip_headers: bool = True,
     grow: bool = False,
     max_doc_tokens: int | None = None,
+    max_line_bytes: int | None = None,
+    memory_budget: int | None = None,
 ) -> IngestReport:
     """Add a corpus to a co-occurrence store, creating the store if needed.
 
@@ -1101,7 +1044,7 @@ def ingest(
     inputs : paths, globs, directories, or a :class:`~streamtopic.corpus.Corpus`
     store : path
         The store directory.
-    format, vocab, text_field, blocksize, strip_headers
+    format, vocab, text_field, blocksize, strip_headers, max_line_bytes
         See :func:`streamtopic.corpus.read_corpus`. For a new store, ``vocab`` also fixes the
         store's vocabulary (no pruning).
     min_df, max_df, keep_n
@@ -1131,6 +1074,11 @@ def ingest(
         (:class:`~streamtopic.vocabulary.Tokenizer`'s ``max_doc_tokens``: a modelling choice,
         off by default). A new store records it; an existing store keeps its own, and a
         different value is refused like any other tokenizer setting.
+    memory_budget : int, optional
+        Bytes the ingest may hold in memory (default: the automatic budget,
+        :func:`streamtopic.cluster.memory_budget`): a corpus whose text takes at most
+        ``CACHE_SHARE`` of it is kept in memory between the two passes of a new store, a
+        larger one spilled to disk.
 
     Returns
     -------
@@ -1156,7 +1104,7 @@ def ingest(
                 keep_n=keep_n, stop_words=stop_words, tokenizer=tokenizer,
                 text_field=text_field, skip_existing=skip_existing, blocksize=blocksize,
                 chunk_size=chunk_size, progress=progress, strip_headers=strip_headers, grow=grow,
-                max_doc_tokens=max_doc_tokens,
+                max_doc_tokens=max_doc_tokens, max_line_bytes=max_line_bytes,
             )
     t0 = time.perf_counter()
     store_path = os.path.abspath(os.fspath(store))
@@ -1167,13 +1115,14 @@ def ingest(
         lock = existing.writer_lock()  # before anything is read: a second writer stops here
     try:
         if existing is not None:
-            existing._reload()  # the head as it is now that this ingest is its only writer
+            existing.reload()  # the head as it is now that this ingest is its only writer
         report = _ingest_locked(
             inputs, store_path, existing, lock, format=format, vocab=vocab, min_df=min_df,
             max_df=max_df, keep_n=keep_n, stop_words=stop_words, tokenizer=tokenizer,
             text_field=text_field, skip_existing=skip_existing, blocksize=blocksize,
             chunk_size=chunk_size, progress=progress, strip_headers=strip_headers, grow=grow,
-            max_doc_tokens=max_doc_tokens,
+            max_doc_tokens=max_doc_tokens, max_line_bytes=max_line_bytes,
+            budget=MemoryBudget.resolve(memory_budget),
         )
     finally:
         if lock is not None:
@@ -1268,7 +1217,8 @@ def _ingest_locked(
     format: str, vocab: str | None, min_df: int | None, max_df: float | None, keep_n: Any,
     stop_words: Any, tokenizer: Tokenizer | None, text_field: str, skip_existing: bool,
     blocksize: int | None, chunk_size: int | None, progress: bool, strip_headers: bool,
-    grow: bool = False, max_doc_tokens: int | None = None,
+    budget: MemoryBudget, grow: bool = False, max_doc_tokens: int | None = None,
+    max_line_bytes: int | None = None,
 ) -> IngestReport:
     """:func:`ingest`, once it holds an existing store's writer lock (``lock``)."""
     _check_pruning_args(existing, min_df, max_df, keep_n, vocab)
@@ -1280,6 +1230,7 @@ def _ingest_locked(
         corpus = read_corpus(
             inputs, format=format, vocab=vocab, text_field=text_field,
             tokenizer=tokenizer, blocksize=blocksize, strip_headers=strip_headers,
+            max_line_bytes=max_line_bytes,
         )
     if existing is not None:
         _check_tokenizer(existing, corpus, given)
@@ -1306,12 +1257,13 @@ def _ingest_locked(
     if existing is not None:
         new_terms: list[str] = []
         if grow:
-            corpus, new_terms = _grown_words(corpus, existing, progress)
-        report = _accumulate(corpus, existing, keep_sources, stamps, progress, lock, new_terms)
+            corpus, new_terms = _grown_words(corpus, existing, progress, budget)
+        report = _accumulate(corpus, existing, keep_sources, stamps, progress, lock, new_terms,
+                             budget=budget)
     else:
         report = _first_ingest(corpus, store_path, keep_sources, stamps, progress, vocab=vocab,
                                min_df=min_df, max_df=max_df, keep_n=keep_n,
-                               chunk_size=chunk_size)
+                               chunk_size=chunk_size, budget=budget)
     report.store = store_path
     report.skipped_inputs = skipped
     return report
@@ -1320,7 +1272,7 @@ def _ingest_locked(
 def _first_ingest(
     corpus: Corpus, store_path: str, sources: list[tuple[Any, str | None]],
     stamps: dict[str, str], progress: bool, *, vocab: str | None, min_df: int | None,
-    max_df: float | None, keep_n: Any, chunk_size: int | None,
+    max_df: float | None, keep_n: Any, chunk_size: int | None, budget: MemoryBudget,
 ) -> IngestReport:
     """Build a new store in a hidden directory beside ``store_path`` (its vocabulary from a
     pass over the corpus, or the file ``vocab``), locked by this process from its creation,
@@ -1336,15 +1288,16 @@ def _first_ingest(
             voc = Vocabulary.fixed(read_vocab_file(vocab))
         else:  # one read of the corpus for both passes, kept in memory or spilled to disk
             corpus, voc, n_docs = _vocabulary_and_reading(corpus, store_path, progress,
-                                                          pruning, min_df, max_df, held)
+                                                          pruning, min_df, max_df, held, budget)
         return _build_store(corpus, store_path, sources, stamps, progress, vocab=vocab,
-                            voc=voc, n_docs=n_docs, pruning=pruning, chunk_size=chunk_size)
+                            voc=voc, n_docs=n_docs, pruning=pruning, chunk_size=chunk_size,
+                            budget=budget)
 
 
 def _build_store(
     corpus: Corpus, store_path: str, sources: list[tuple[Any, str | None]],
     stamps: dict[str, str], progress: bool, *, vocab: str | None, voc: Vocabulary,
-    n_docs: int, pruning: dict[str, Any], chunk_size: int | None,
+    n_docs: int, pruning: dict[str, Any], chunk_size: int | None, budget: MemoryBudget,
 ) -> IngestReport:
     """Create the new store in its hidden build directory, count the corpus into it and
     rename it into place (``n_docs``: the documents the vocabulary pass saw, 0 if none ran;
@@ -1365,7 +1318,8 @@ def _build_store(
                                               config=config)
             lock = target.writer_lock()
             report = _accumulate(corpus, target, sources, stamps, progress, lock,
-                                 frequencies=(voc.doc_freq, n_docs) if n_docs else None)
+                                 frequencies=(voc.doc_freq, n_docs) if n_docs else None,
+                                 budget=budget)
     except TargetExistsError:
         raise StoreError(f"{store_path}: appeared while ingesting; not overwritten") from None
     finally:
@@ -1376,7 +1330,7 @@ def _build_store(
 
 def _vocabulary_and_reading(
     corpus: Corpus, store_path: str, progress: bool, pruning: dict[str, Any],
-    min_df: int | None, max_df: float | None, held: ExitStack,
+    min_df: int | None, max_df: float | None, held: ExitStack, budget: MemoryBudget,
 ) -> tuple[Corpus, Vocabulary, int]:
     """A new store's vocabulary and the documents it was made from, from one read of the
     corpus that also serves the counting:
@@ -1384,13 +1338,10 @@ def _vocabulary_and_reading(
     memory budget) or spilled to disk, each partition's documents pickled as its vocabulary
     pass reads them (:func:`_spill_partition`) into a scratch directory that ``held`` keeps
     until the ingest ends. Text is then tokenised once, whatever the corpus' size."""
-    if _worth_caching(corpus):
+    if _worth_caching(corpus, budget):
         corpus = corpus.cached(progress)
         stats = _vocabulary_pass(corpus, progress)
     else:
-        from ._scratch import collect, owned_dir
-        from .workspace import scratch_root
-
         root = scratch_root(None, store_path)
         collect(root, lambda n: n.startswith(SPILL_PREFIX))
         spill = held.enter_context(owned_dir(root, SPILL_PREFIX))
@@ -1423,13 +1374,11 @@ def _spilled_vocabulary_pass(
     import dask.bag as db
     from dask import delayed
 
-    from .cluster import compute
-
     paths = [os.path.join(directory, f"part-{k:06d}.pkl") for k in range(corpus.npartitions)]
     parts = corpus.to_bag().to_delayed()
     stats = [delayed(_spill_partition, pure=True)(p, path)
              for p, path in zip(parts, paths, strict=True)]
-    item = _tree(_sum_term_stats, stats)
+    item = delayed_tree(_sum_term_stats, stats, SPLIT_EVERY)
     (total,) = compute(item, progress=progress, label="vocabulary pass",
                        bytes_read=sum(s.size for s in corpus.sources))
     bag = db.from_delayed([delayed(_load_spilled, pure=True)(p) for p in paths])
@@ -1437,12 +1386,13 @@ def _spilled_vocabulary_pass(
 
 
 def _sum_term_stats(*parts: TermStats) -> TermStats:
-    """:meth:`TermStats.sum` of its arguments (a node of :func:`_tree`)."""
+    """:meth:`TermStats.sum` of its arguments (a node of
+    :func:`~streamtopic.cluster.delayed_tree`)."""
     return TermStats.sum(parts)
 
 
 def _grown_words(
-    corpus: Corpus, store: CooccurrenceStore, progress: bool
+    corpus: Corpus, store: CooccurrenceStore, progress: bool, budget: MemoryBudget,
 ) -> tuple[Corpus, list[str]]:
     """The words an ingest with ``grow`` adds to ``store``, from a pass over the new corpus
     (returned too: cached when that saves reading it again), in order of decreasing document
@@ -1465,7 +1415,7 @@ def _grown_words(
     if pruning.get("vocab_file") or "min_df" not in pruning:
         raise StoreError(f"{store.path}: the store's vocabulary is fixed (--vocab); it does "
                          "not grow")
-    if _worth_caching(corpus):
+    if _worth_caching(corpus, budget):
         corpus = corpus.cached(progress)
     stats = _vocabulary_pass(corpus, progress)
     df, _ = stats.totals()
@@ -1502,14 +1452,11 @@ def _remove_dead_first_ingests(store_path: str) -> None:
     writer is dead (a process killed before its store was renamed into place)."""
     import glob
 
-    from ._locking import is_locked
-    from .store import _LOCK
-
     pattern = os.path.join(
         os.path.dirname(store_path), f".{os.path.basename(store_path)}.{_BUILD_TAG}-*"
     )
     for tmp in glob.glob(pattern):
-        lock = os.path.join(tmp, _LOCK)
+        lock = os.path.join(tmp, LOCK_FILE)
         if os.path.exists(lock):  # its writer locks it from creation until the rename; a
             # lock file younger than a second may still be on its way to being locked
             try:
@@ -1561,6 +1508,7 @@ def _accumulate(
     lock: Any,
     new_terms: Sequence[str] = (),
     frequencies: tuple[np.ndarray, int] | None = None,
+    budget: MemoryBudget | None = None,
 ) -> IngestReport:
     """Count the corpus into a new version of the store and commit it. ``sources`` pairs
     each input with its content hash, or None to hash it within this pass; ``new_terms``
@@ -1574,9 +1522,12 @@ def _accumulate(
             df[: store.V] = store.doc_freq
             frequencies = (df, store.n_docs)
         grid = _make_grid(txn.V, store.chunk_size, *(frequencies or (None, 0)))
-        parts = _partials(corpus, store, grid, txn.number, [src.path for src, _ in sources])
+        expected = _round_frequencies(store, corpus, frequencies) if len(grid.groups) > 1 \
+            else None
+        bands = accumulation_bands(grid, expected, accumulation_budget(budget))
         written_lists, stats, new_hashes = _count_round(
-            corpus, store, sources, parts, grid, txn.number, progress
+            corpus, store, sources, bands, grid, txn.number, progress,
+            dense_groups(grid, expected), budget,
         )
         _check_unchanged([src for src, _ in sources], stamps)
         fresh = iter(new_hashes)
@@ -1601,17 +1552,106 @@ def _accumulate(
     )
 
 
+def _round_frequencies(store: CooccurrenceStore, corpus: Corpus,
+                       frequencies: tuple[np.ndarray, int] | None
+                       ) -> tuple[np.ndarray, int] | None:
+    """The document frequencies and document count expected of this round's documents: a
+    new store's own (its vocabulary pass); for a store with documents, its frequencies
+    scaled by the round's input bytes over the bytes of the inputs it holds (a small update
+    of a large store expects few pairs: neither bands nor dense sums)."""
+    if frequencies is None or store.n_docs <= 0:
+        return frequencies
+    held = sum(int(e.get("bytes", 0) or 0) for e in store.sources)
+    if held <= 0:
+        return None
+    share = min(1.0, sum(s.size for s in corpus.sources) / held)
+    n = max(1, int(round(frequencies[1] * share)))
+    return np.minimum(np.asarray(frequencies[0], dtype=np.float64) * share, n), n
+
+
 def _partials(corpus: Corpus, store: CooccurrenceStore, grid: _Grid, version: int,
-              paths: Sequence[str]) -> list[Any]:
+              paths: Sequence[str] | None) -> list[Any]:
     """The delayed :func:`_partition_partial` of each partition of ``corpus``, partition
     k writing its text documents to the token cache as part k of ``version`` (``paths``:
-    the round's inputs in manifest order)."""
+    the round's inputs in manifest order; None: the cache is written by another band)."""
     from dask import delayed
 
     task = delayed(_partition_partial, pure=True)
     return [task(p, store.path, store.uid, grid, store.doc_length,
-                 _CacheTarget(version, k, tuple(paths)))
+                 _CacheTarget(version, k, tuple(paths)) if paths is not None else None)
             for k, p in enumerate(corpus.to_bag().to_delayed())]
+
+
+#: Share of the memory budget (:func:`~streamtopic.cluster.memory_budget`) that the running
+#: sums of one accumulation band may take, by their expected bytes (:func:`_block_bytes`)
+ACCUMULATION_SHARE = 0.25
+
+
+def accumulation_budget(budget: MemoryBudget | None = None) -> int:
+    """Bytes the running sums of one accumulation band may take: ``ACCUMULATION_SHARE`` of
+    the memory budget (``budget``, default the automatic one), or
+    ``$STREAMTOPIC_ACCUMULATION_BYTES`` (tests, benchmarks)."""
+    env = os.environ.get("STREAMTOPIC_ACCUMULATION_BYTES", "").strip()
+    held = budget if budget is not None else MemoryBudget.resolve(None)
+    return int(env) if env else int(ACCUMULATION_SHARE * held.bytes)
+
+
+#: Expected density (of a group's blocks, from the words' document frequencies) above which
+#: its running sum is dense from the start: the pair kernel adds a pair in 1–2 ns, scipy's
+#: sparse product and the merges of sparse sums take 50–100 ns (a vocabulary of 100,000
+#: words used evenly: 1.5 billion non-zeros, 15% dense); the memory is bounded by the bands
+DENSE_START = 0.02
+
+
+def _group_density(grid: _Grid, frequencies: tuple[np.ndarray, int]) -> np.ndarray:
+    """(groups,): each group's expected density (expected non-zeros over its area, from the
+    words' document frequencies, the documents co-occurring at random)."""
+    df = np.asarray(frequencies[0], dtype=np.float64)[: grid.V]
+    nnz = _block_bytes(df, int(frequencies[1]), grid.c, dense_above=np.inf) / 24.0
+    out = []
+    for i, g in grid.groups:
+        r0, r1 = grid.rows(i)
+        c0, c1 = grid.cols(i, g)
+        out.append(sum(nnz[i, j] for j in grid.blocks(i, g)) / max(1, (r1 - r0) * (c1 - c0)))
+    return np.asarray(out)
+
+
+def dense_groups(grid: _Grid, frequencies: tuple[np.ndarray, int] | None) -> list[bool]:
+    """Per group of ``grid``, whether its running sum starts dense: its expected density
+    passes ``DENSE_START`` (none without frequencies)."""
+    if frequencies is None or frequencies[1] <= 0:
+        return [False] * len(grid.groups)
+    return [bool(d > DENSE_START) for d in _group_density(grid, frequencies)]
+
+
+def accumulation_bands(grid: _Grid, frequencies: tuple[np.ndarray, int] | None,
+                       budget: float) -> list[list[int]]:
+    """The groups of ``grid`` (indices into ``grid.groups``) in bands: consecutive runs
+    whose running sums' expected bytes (:func:`_block_bytes`, from the words' document
+    frequencies and the documents they count) add up to at most ``budget``. Each band is
+    one pass over the corpus with only its groups' sums in memory: a large vocabulary used
+    evenly (whose sparse sums would outgrow the memory) costs more passes, not more memory.
+    One band without frequencies, or when everything fits."""
+    groups = list(range(len(grid.groups)))
+    if frequencies is None or frequencies[1] <= 0:
+        return [groups]
+    cost = _block_bytes(np.asarray(frequencies[0], dtype=np.float64)[: grid.V],
+                        int(frequencies[1]), grid.c)
+    need = [float(sum(cost[i, j] for j in grid.blocks(i, g))) for i, g in grid.groups]
+    for n, start_dense in enumerate(dense_groups(grid, frequencies)):
+        if start_dense:  # 8 bytes an entry of its rectangle
+            r0, r1 = grid.rows(grid.groups[n][0])
+            c0, c1 = grid.cols(*grid.groups[n])
+            need[n] = 8.0 * (r1 - r0) * (c1 - c0)
+    bands: list[list[int]] = [[]]
+    total = 0.0
+    for n, b in enumerate(need):
+        if bands[-1] and total + b > budget:
+            bands.append([])
+            total = 0.0
+        bands[-1].append(n)
+        total += b
+    return bands
 
 
 def _commit_round(
@@ -1654,8 +1694,6 @@ def _mass_record(store: CooccurrenceStore, stats: _Stats) -> dict[str, Any]:
 def _stamps(sources: Sequence[Any]) -> dict[str, str]:
     """Each input's stamp of file sizes and times, by path
     (:func:`~streamtopic.corpus.stat_fingerprint`)."""
-    from .corpus import stat_fingerprint
-
     return {src.path: stat_fingerprint(src.path, src.vocab_path) for src in sources}
 
 
@@ -1673,30 +1711,75 @@ def _count_round(
     corpus: Corpus,
     store: CooccurrenceStore,
     sources: Sequence[tuple[Any, str | None]],
-    parts: Sequence[Any],
+    bands: Sequence[Sequence[int]],
     grid: _Grid,
     version: int,
     progress: bool,
+    dense: Sequence[bool] = (),
+    budget: MemoryBudget | None = None,
 ) -> tuple[list[list[tuple[int, int, int, int]]], _Stats, list[str]]:
-    """Run one ingest round: every group's chain over the partitions (``parts``, delayed
-    :func:`_partition_partial` results), then its writer into version ``version``; the
-    round's counts; the content hashes of the ``sources`` without one. Returns (each
-    writer's (i, j, nnz, sparse) per block written, the counts, the new hashes in order)."""
+    """Run one ingest round, band by band (:func:`accumulation_bands`): every group's chain
+    over the partitions (delayed :func:`_partition_partial` results), then its writer into
+    version ``version``; ``dense``: per group, whether its running sum starts dense
+    (:func:`dense_groups`). The first band also writes the token cache, sums the round's
+    counts and hashes the ``sources`` without a hash. The later bands take the documents
+    the first one weighted, when they are small (``CACHE_SHARE`` of the memory budget), else
+    read the corpus again. Returns (each writer's (i, j, nnz, sparse) per block written, the
+    counts, the new hashes in order)."""
+    from dask import delayed
+
+    held = budget if budget is not None else MemoryBudget.resolve(None)
+    keep = len(bands) > 1 and 2.0 * corpus.text_bytes() <= CACHE_SHARE * held.bytes
+    written: list[list[tuple[int, int, int, int]]] = []
+    stats: Any = None
+    new_hashes: list[str] = []
+    kept: list[Any] | None = None
+    for b, band in enumerate(bands):
+        label = "co-occurrence" if len(bands) == 1 else f"co-occurrence {b + 1}/{len(bands)}"
+        if kept is not None:
+            links = [delayed(d, pure=True, traverse=False) for d in kept]
+            parts: list[Any] = []
+        else:
+            parts = _partials(corpus, store, grid, version,
+                              [src.path for src, _ in sources] if b == 0 else None)
+            links = _link_inputs(parts, _partitions_per_link(corpus))
+        lists, stats, hashes, docs = _count_band(
+            corpus, store, sources if b == 0 else (), parts, links, grid, band,
+            [dense[n] if dense else False for n in band], version, stats, progress, label,
+            keep=keep and b == 0)
+        kept = docs if keep else None
+        written.extend(lists)
+        new_hashes.extend(hashes)
+    return written, stats, new_hashes
+
+
+def _count_band(
+    corpus: Corpus, store: CooccurrenceStore, sources: Sequence[tuple[Any, str | None]],
+    parts: Sequence[Any], links: Sequence[Any], grid: _Grid, band: Sequence[int],
+    dense: Sequence[bool], version: int, stats: Any, progress: bool, label: str,
+    keep: bool = False,
+) -> tuple[list[list[tuple[int, int, int, int]]], _Stats, list[str], list[Any] | None]:
+    """One band of :func:`_count_round`: the chains (over ``links``, the link inputs) and
+    writers of the groups ``band`` (indices into ``grid.groups``); ``stats``: the round's
+    counts when an earlier band summed them, else None (summed here from ``parts``). With
+    ``keep``, also returns the link inputs' values (for the later bands)."""
     import dask
     from dask import delayed
 
-    from .cluster import compute, worker_addresses
-
     nb = grid.nb  # more blocks than the head's when the round adds words
-    head_bv, head_sparse = _padded(store.block_versions, nb), _padded(store.block_sparse, nb)
+    head_bv = padded_block_map(store.block_versions, nb)
+    head_sparse = padded_block_map(store.block_sparse, nb)
     head_nnz = store.block_nnz
     # not recorded: not checked
-    head_nnz = np.full((nb, nb), -1, np.int64) if head_nnz is None else _padded(head_nnz, nb)
-    writes = []
+    head_nnz = (np.full((nb, nb), -1, np.int64) if head_nnz is None
+                else padded_block_map(head_nnz, nb))
     homes = worker_addresses()
-    totals = _chains(_link_inputs(parts, _partitions_per_link(corpus)), grid, homes)
-    stats_d = _tree(_sum_stats, [delayed(_stats_of, pure=True)(p) for p in parts])
-    for n, ((i, g), total) in enumerate(zip(grid.groups, totals, strict=True)):
+    totals = _chains(links, grid, homes, only=band, dense=dense)
+    stats_d = delayed(stats, pure=True, traverse=False) if stats is not None else delayed_tree(
+        _sum_stats, [delayed(_stats_of, pure=True)(p) for p in parts], SPLIT_EVERY)
+    writes = []
+    for n, total in zip(band, totals, strict=True):
+        i, g = grid.groups[n]
         old = np.array([head_bv[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
         old_nnz = np.array([head_nnz[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
         old_sparse = np.array([head_sparse[i, j] for j in grid.blocks(i, g)], dtype=np.int8)
@@ -1707,11 +1790,11 @@ def _count_round(
                 )
             )
     to_hash = [delayed(_source_hash, pure=False)(src) for src, h in sources if h is None]
-    written_lists, stats, new_hashes = compute(
-        writes, stats_d, to_hash, progress=progress, label="co-occurrence",
+    written_lists, stats_out, new_hashes, docs = compute(
+        writes, stats_d, to_hash, list(links) if keep else [], progress=progress, label=label,
         bytes_read=sum(s.size for s in corpus.sources) + store.q_bytes(),
     )
-    return written_lists, stats, list(new_hashes)
+    return written_lists, stats_out, list(new_hashes), list(docs) if keep else None
 
 
 def _manifest_entries(
@@ -1740,17 +1823,15 @@ def _check_sources(corpus: Corpus, stats: _Stats) -> None:
     for src in corpus.sources:
         if src.format != "uci":
             continue
-        D, W, NNZ, _ = _uci_header(src.path)
+        D, W, NNZ, _ = uci_header(src.path)
         ranges = sorted((r for r in stats.doc_ranges if r[0] == src.path), key=lambda r: r[3])
         for prev, cur in zip(ranges, ranges[1:], strict=False):
             if cur[1] <= prev[2]:
-                from .corpus import _line_of_offset
-
                 raise CorpusError(
                     src.path,
                     f"entries must be sorted by docID (documents contiguous): docID {cur[1] + 1} "
                     f"follows docID {prev[2] + 1}",
-                    line=_line_of_offset(src.path, cur[3]),
+                    line=line_of_offset(src.path, cur[3]),
                 )
         got = stats.per_source.get(src.path, {}).get("entries", 0)
         if got != NNZ:
@@ -1763,7 +1844,7 @@ def _absent_uci_docs(corpus: Corpus, stats: _Stats) -> int:
     missing = 0
     for src in corpus.sources:
         if src.format == "uci":
-            D = _uci_header(src.path)[0]
+            D = uci_header(src.path)[0]
             rows = stats.per_source.get(src.path, {}).get("rows", 0)
             missing += max(0, D - rows)
     return missing

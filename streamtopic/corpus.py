@@ -56,7 +56,19 @@ import scipy.sparse as sp
 from . import _gzindex
 from ._io import written_aside
 from ._tokenize import BatchTokenizer, count_matrix, kernel_flags
+from .cluster import n_workers, persist
 from .doccache import CachedDocuments, DamagedCacheError, PartitionRecord, read_partition
+from .limits import (
+    MAX_COUNT,
+    InputBoundError,
+    check_hdf5_corpus,
+    check_vocabulary,
+    json_record,
+    too_long,
+)
+from .limits import max_line_bytes as _max_line_bytes
+from .progress import Stage
+from .store import StoreError
 from .vocabulary import TermStats, Tokenizer, read_vocab_file
 
 log = logging.getLogger(__name__)
@@ -360,7 +372,23 @@ def _hdf5_shards(root: str) -> list[str]:
     return [os.path.join(root, f) for f in files]
 
 
-def _expand_inputs(
+def _refuse_zarr(path: str) -> None:
+    """Refuse a zarr directory (a co-occurrence store or a saved model) given as input: its
+    chunks would be read as documents.
+
+    Raises
+    ------
+    CorpusError
+        When ``path`` is a directory with a ``zarr.json`` (zarr v3) or ``.zgroup`` (v2).
+    """
+    if os.path.isdir(path) and any(os.path.isfile(os.path.join(path, f))
+                                   for f in ("zarr.json", ".zgroup", ".zarray")):
+        raise CorpusError(path, "is a zarr store (a co-occurrence store or a model), not a "
+                                "corpus: ingest reads documents; fit reads a store as its "
+                                "only input")
+
+
+def expand_inputs(
     inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], fmt: str
 ) -> list[tuple[str, str]]:
     """Resolve paths, globs and directories into (absolute path, format) pairs."""
@@ -380,6 +408,7 @@ def _expand_inputs(
             matches = [p]
         for m in matches:
             m = os.path.abspath(m)
+            _refuse_zarr(m)
             f = detect_format(m) if fmt == "auto" else fmt
             if f == "text" and os.path.isdir(m):
                 files = _list_tree(m)
@@ -437,12 +466,13 @@ def _open_stream(path: str) -> BinaryIO:
     return open(path, "rb")
 
 
-def _read_range(path: str, start: int, stop: int, index: str | None = None) -> bytes:
+def _read_range(path: str, start: int, stop: int, index: str | None = None,
+                digest: str | None = None) -> bytes:
     """Bytes [start, stop) of the (decompressed) content of ``path``; a gzip file with its
-    seek-point ``index`` (see :mod:`streamtopic._gzindex`) is entered near ``start``, else it
-    is decompressed from its start."""
+    seek-point ``index`` (see :mod:`streamtopic._gzindex`; ``digest``: its SHA-256 when it
+    was planned) is entered near ``start``, else it is decompressed from its start."""
     if index is not None:
-        got = _gzindex.read_range(path, index, start, stop)
+        got = _gzindex.read_range(path, index, start, stop, digest)
         if got is not None:
             return got
     try:
@@ -461,7 +491,7 @@ def _read_range(path: str, start: int, stop: int, index: str | None = None) -> b
         raise CorpusError(path, f"cannot read: {exc}", offset=start) from exc
 
 
-def _line_of_offset(path: str, offset: int) -> int:
+def line_of_offset(path: str, offset: int) -> int:
     """1-based line number of the byte at ``offset`` (error path only)."""
     n = 1
     with _open_stream(path) as fh:
@@ -476,7 +506,8 @@ def _line_of_offset(path: str, offset: int) -> int:
 
 
 def _line_splits(
-    path: str, start: int, blocksize: int, key: Any = None, spacing: int | None = None
+    path: str, start: int, blocksize: int, key: Any = None, spacing: int | None = None,
+    limit: int | None = None,
 ) -> tuple[list[int], list[int], int, str | None]:
     """Record-aligned split offsets of the content from ``start`` on.
 
@@ -486,21 +517,27 @@ def _line_splits(
     streaming scan, which also builds their index of seek points when ``spacing`` is given.
     """
     if not _is_gzip(path):
-        return (*_seek_splits(path, start, blocksize, key), None)
-    return _gzip_splits(path, start, blocksize, key, spacing)
+        return (*_seek_splits(path, start, blocksize, key, limit), None)
+    return _gzip_splits(path, start, blocksize, key, spacing, limit)
 
 
 def _seek_splits(
-    path: str, start: int, blocksize: int, key: Any
+    path: str, start: int, blocksize: int, key: Any, limit: int | None = None
 ) -> tuple[list[int], list[int], int]:
-    """:func:`_line_splits` of a plain file, by seeks (line numbers unknown: none)."""
+    """:func:`_line_splits` of a plain file, by seeks (line numbers unknown: none). The line
+    holding a split point is read at most ``limit`` bytes on (see
+    :func:`~streamtopic.limits.max_line_bytes`): a longer one is refused."""
+    limit = _max_line_bytes(limit)
     size = os.path.getsize(path)
     offsets = [start]
     with open(path, "rb") as fh:
         target = start + blocksize
         while target < size:
             fh.seek(target - 1)
-            fh.readline()  # finish the line holding byte target-1
+            rest = fh.readline(limit + 1)  # finish the line holding byte target-1
+            if len(rest) > limit and not rest.endswith(b"\n"):
+                raise CorpusError(path, too_long("a line", len(rest), limit, exact=False),
+                                  offset=target - 1)
             pos = fh.tell()
             if key is not None and pos < size:
                 pos = _skip_same_key(fh, path, pos, start, key)
@@ -513,12 +550,17 @@ def _seek_splits(
 
 
 def _gzip_splits(
-    path: str, start: int, blocksize: int, key: Any, spacing: int | None = None
+    path: str, start: int, blocksize: int, key: Any, spacing: int | None = None,
+    limit: int | None = None,
 ) -> tuple[list[int], list[int], int, str | None]:
     """:func:`_line_splits` of a gzip file: one streaming scan over the decompressed data, in
     large blocks; Python only looks at the lines around each split point. With ``spacing``,
     the scan records a seek point every ``spacing`` bytes and saves them as the file's index
-    (:mod:`streamtopic._gzindex`)."""
+    (:mod:`streamtopic._gzindex`). A line longer than ``limit`` bytes (default
+    :func:`~streamtopic.limits.max_line_bytes`) is refused as soon as the scan has read that
+    much of it (a gzip bomb of one endless line never fills the memory)."""
+    limit = _max_line_bytes(limit)
+    line_start = 0  # decompressed offset where the current line starts
     offsets = [start]
     lines: list[int] = []
     pos = 0  # decompressed offset of buf[0]
@@ -531,7 +573,13 @@ def _gzip_splits(
         with opened as fh:
             while True:
                 block = fh.read(2**22)
+                nl = block.rfind(b"\n")
+                if nl >= 0:
+                    line_start = pos + len(buf) + nl + 1
                 buf += block
+                if pos + len(buf) - line_start > limit:
+                    raise CorpusError(path, too_long("a line", pos + len(buf) - line_start,
+                                                     limit, exact=False), offset=line_start)
                 if not lines and pos + len(buf) > start:
                     lines.append(lineno + buf.count(b"\n", 0, start - pos))
                 end = pos + len(buf)
@@ -627,7 +675,7 @@ def _decode(raw: bytes) -> tuple[str, int]:
 # ----------------------------------------------------------------------------- chunk building
 
 
-class _ChunkBuilder:
+class ChunkBuilder:
     """Accumulate tokenised documents into DocChunks of at most ``CHUNK_DOCS`` documents.
 
     With a fixed ``vocabulary`` (V words), each document's tokens are counted straight onto
@@ -747,14 +795,16 @@ def _fixed_index(vocabulary: tuple[str, ...], tokenizer: Tokenizer) -> dict[str,
 
 def _read_text_part(part: _PartitionPlan, tokenizer: Tokenizer,
                     vocabulary: tuple[str, ...] | None = None) -> list[DocChunk]:
-    raw = _read_range(part.source.path, part.start, part.stop, part.opt("gzip_index"))
+    raw = _read_range(part.source.path, part.start, part.stop, part.opt("gzip_index"),
+                      part.opt("gzip_index_sha256"))
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
-    builder = _ChunkBuilder(part.source.path, part.first_doc, tokenizer, vocabulary)
+    builder = ChunkBuilder(part.source.path, part.first_doc, tokenizer, vocabulary)
     jsonl = part.source.format == "jsonl"
     field_name = part.opt("text_field", "text")
     offset = part.start
+    _check_line_lengths(part, lines)
     for i, line in enumerate(lines):
         if not jsonl:
             builder.add_bytes(line)
@@ -767,16 +817,30 @@ def _read_text_part(part: _PartitionPlan, tokenizer: Tokenizer,
     return builder.chunks
 
 
+def _check_line_lengths(part: _PartitionPlan, lines: list[bytes]) -> None:
+    """Refuse a partition's line longer than the limit (``max_line_bytes``: the planning
+    scan of a gzip file saw every line; that of a plain file only those at split points)."""
+    limit = _max_line_bytes(part.opt("max_line_bytes"))
+    if len(lines) and max(map(len, lines)) > limit:
+        i = next(j for j, line in enumerate(lines) if len(line) > limit)
+        offset = part.start + sum(len(x) + 1 for x in lines[:i])
+        line = part.first_line + i if part.first_line is not None else None
+        raise CorpusError(part.source.path, too_long("a line", len(lines[i]), limit),
+                          line=line, offset=offset)
+
+
 def _json_text(part: _PartitionPlan, text: str, field_name: str, offset: int, i: int) -> str:
     def lineno() -> int:
         if part.first_line is not None:
             return part.first_line + i
-        return _line_of_offset(part.source.path, offset)
+        return line_of_offset(part.source.path, offset)
 
     try:
-        obj = json.loads(text)
+        obj = json_record(text)
     except json.JSONDecodeError as exc:
         raise CorpusError(part.source.path, f"invalid JSON: {exc.msg}", line=lineno()) from None
+    except InputBoundError as exc:
+        raise CorpusError(part.source.path, str(exc), line=lineno()) from None
     if not isinstance(obj, dict):
         raise CorpusError(part.source.path, "a JSON Lines record must be an object", line=lineno())
     value = obj.get(field_name)
@@ -818,12 +882,16 @@ def _strip_header_block(raw: bytes, keep_subject: bool) -> bytes:
 def _read_files_part(part: _PartitionPlan, tokenizer: Tokenizer,
                      vocabulary: tuple[str, ...] | None = None) -> list[DocChunk]:
     src = part.source
-    builder = _ChunkBuilder(src.path, part.first_doc, tokenizer, vocabulary)
+    builder = ChunkBuilder(src.path, part.first_doc, tokenizer, vocabulary)
     if os.path.isdir(src.path):
         names = _list_tree(src.path)[part.start : part.stop]
+        limit = _max_line_bytes(part.opt("max_line_bytes"))
         for rel in names:
             with open(os.path.join(src.path, rel), "rb") as fh:
-                raw = fh.read()
+                raw = fh.read(limit + 1)
+            if len(raw) > limit:  # grown since the planning
+                raise CorpusError(os.path.join(src.path, rel),
+                                  too_long("a document", len(raw), limit))
             if src.strip_headers:
                 raw = _strip_header_block(raw, src.keep_subject)
             builder.add_bytes(raw)
@@ -832,7 +900,7 @@ def _read_files_part(part: _PartitionPlan, tokenizer: Tokenizer,
         if members:
             base = members[0][0]
             raw = _read_range(src.path, base, members[-1][0] + members[-1][1],
-                              part.opt("gzip_index"))
+                              part.opt("gzip_index"), part.opt("gzip_index_sha256"))
             for off, size in members:
                 doc = raw[off - base : off - base + size]
                 if src.strip_headers:
@@ -850,7 +918,7 @@ def _file_id(path: str) -> tuple[str, int, int]:
     return path, st.st_mtime_ns, st.st_size
 
 
-def _uci_header(path: str) -> tuple[int, int, int, int]:
+def uci_header(path: str) -> tuple[int, int, int, int]:
     """(D, W, NNZ, byte offset of the first entry)."""
     return _uci_header_cached(*_file_id(path))
 
@@ -914,8 +982,14 @@ def _source_vocab_cached(kind: str, path: str, mtime_ns: int, size: int) -> tupl
         return tuple(read_vocab_file(path))
     import h5py
 
-    with h5py.File(path, "r") as f:
-        return tuple(_h5_strings(f["vocab"][:]))
+    try:
+        with h5py.File(path, "r") as f:
+            words = _h5_strings(f["vocab"][:])
+        check_vocabulary(words)
+    except (InputBoundError, UnicodeDecodeError) as exc:
+        raise CorpusError(path, str(exc) if isinstance(exc, InputBoundError)
+                          else f"dataset 'vocab': not UTF-8 ({exc.reason})") from None
+    return tuple(words)
 
 
 def _h5_strings(arr: np.ndarray) -> list[str]:
@@ -928,8 +1002,9 @@ def _uci_key(line: bytes) -> bytes:
 
 def _read_uci_part(part: _PartitionPlan) -> list[DocChunk]:
     path = part.source.path
-    D, W, NNZ, _ = _uci_header(path)
-    raw = _read_range(path, part.start, part.stop, part.opt("gzip_index"))
+    D, W, NNZ, _ = uci_header(path)
+    raw = _read_range(path, part.start, part.stop, part.opt("gzip_index"),
+                      part.opt("gzip_index_sha256"))
     arr = _parse_ints(raw)
     n_lines = raw.count(b"\n") + (0 if raw.endswith(b"\n") or not raw else 1)
     if arr is None or arr.size != 3 * n_lines:
@@ -946,6 +1021,9 @@ def _read_uci_part(part: _PartitionPlan) -> list[DocChunk]:
     bad = cnt < 1
     if bad.any():
         _uci_raise_at(part, raw, int(np.argmax(bad)), "count must be a positive integer")
+    bad = cnt > MAX_COUNT
+    if bad.any():
+        _uci_raise_at(part, raw, int(np.argmax(bad)), f"count above {MAX_COUNT:,}")
     if doc.size > 1:
         dec = np.diff(doc) < 0
         if dec.any():
@@ -1003,6 +1081,9 @@ def _entry_line_starts(raw: bytes, n_entries: int) -> np.ndarray:
 
 
 _DIGITS_AND_SPACE = re.compile(rb"[0-9 \t\r\n\f\v]*\Z")
+#: A number of more than 18 digits: past int64's range, or near it (numpy's parser would
+#: saturate it); far past any count, document or word id
+_LONG_NUMBER = re.compile(rb"[0-9]{19}")
 
 
 def _parse_ints(raw: bytes) -> np.ndarray | None:
@@ -1012,7 +1093,7 @@ def _parse_ints(raw: bytes) -> np.ndarray | None:
     threads."""
     if not raw.strip():
         return np.zeros(0, np.int64)
-    if _DIGITS_AND_SPACE.match(raw) is None:
+    if _DIGITS_AND_SPACE.match(raw) is None or _LONG_NUMBER.search(raw) is not None:
         return None
     try:
         return np.fromstring(raw, dtype=np.int64, sep=" ")
@@ -1029,7 +1110,7 @@ def _uci_raise_at(part: _PartitionPlan, raw: bytes, entry: int, message: str) ->
     if part.first_line is not None:
         lineno = part.first_line + i
     else:
-        lineno = _line_of_offset(part.source.path, offset)
+        lineno = line_of_offset(part.source.path, offset)
     raise CorpusError(part.source.path, f"{message}: {lines[i][:60]!r}", line=lineno)
 
 
@@ -1044,6 +1125,8 @@ def _uci_check_lines(part: _PartitionPlan, raw: bytes) -> None:
             _uci_raise_at(
                 part, raw, k, "expected three non-negative integers 'docID wordID count'"
             )
+        if any(len(f.lstrip(b"0")) > 18 for f in fields):
+            _uci_raise_at(part, raw, k, f"number too large (a count is at most {MAX_COUNT:,})")
 
 
 # --- HDF5
@@ -1073,19 +1156,25 @@ def _read_hdf5_part(part: _PartitionPlan) -> list[DocChunk]:
     vocab = _source_vocab(key)
     chunks: list[DocChunk] = []
     with h5py.File(path, "r") as f:
+        try:
+            _, nnz = check_hdf5_corpus(f)
+        except InputBoundError as exc:
+            raise CorpusError(path, str(exc)) from None
         indptr_ds, indices_ds, data_ds = f["indptr"], f["indices"], f["data"]
         for r0 in range(part.start, part.stop, CHUNK_DOCS):
             r1 = min(r0 + CHUNK_DOCS, part.stop)
             ptr = indptr_ds[r0 : r1 + 1].astype(np.int64)
+            if np.any(np.diff(ptr) < 0) or ptr[0] < 0 or ptr[-1] > nnz:
+                raise CorpusError(path, f"dataset 'indptr': decreasing or out of range "
+                                        f"0..{nnz:,} within rows {r0}..{r1}")
             idx = indices_ds[ptr[0] : ptr[-1]]
             dat = data_ds[ptr[0] : ptr[-1]]
             if idx.size and (idx.min() < 0 or idx.max() >= len(vocab)):
                 raise CorpusError(
-                    path, f"term index out of range 0..{len(vocab) - 1} in rows {r0}..{r1 - 1}"
+                    path, f"dataset 'indices': term index out of range 0..{len(vocab) - 1} "
+                          f"in rows {r0}..{r1 - 1}"
                 )
-            if np.any(np.diff(ptr) < 0):
-                raise CorpusError(path, f"indptr decreases within rows {r0}..{r1}")
-            bad = ~(dat >= 1)  # zero, negative or NaN (as the UCI reader, counts are >= 1)
+            bad = ~(dat >= 1) | ~(dat <= MAX_COUNT)  # zero, negative, NaN or too large
             if dat.dtype.kind == "f":
                 bad |= dat != np.floor(dat)
             if bad.any():
@@ -1093,7 +1182,7 @@ def _read_hdf5_part(part: _PartitionPlan) -> list[DocChunk]:
                 row = r0 + int(np.searchsorted(ptr, ptr[0] + k, side="right")) - 1
                 raise CorpusError(
                     path, f"dataset 'data', row {row} (entry {int(ptr[0]) + k}): count must be "
-                    f"a positive integer, found {dat[k].item()!r}"
+                    f"a positive integer (at most {MAX_COUNT:,}), found {dat[k].item()!r}"
                 )
             uniq, local = _compact_ids(idx, len(vocab))
             m = sp.csr_matrix(
@@ -1221,7 +1310,7 @@ def _plan_source(
         else:
             blocksize = _compressed_blocksize(blocksize, estimate)
     if src.format == "uci":
-        start = _uci_header(path)[3]
+        start = uci_header(path)[3]
         return _plan_byte_ranges(src, start, blocksize, options, _uci_key, first_doc=0,
                                  first_line=4, spacing=spacing)
     if src.format in ("text", "jsonl"):
@@ -1243,9 +1332,10 @@ def _plan_byte_ranges(
     does not count lines. With ``spacing`` (a gzip input), the ranges read through the index
     of seek points the split builds, or, if it could not be saved, are merged into the few
     large ranges of a gzip read without one."""
-    offsets, lines, total, index = _line_splits(src.path, start, blocksize, key, spacing)
+    offsets, lines, total, index = _line_splits(src.path, start, blocksize, key, spacing,
+                                                dict(options).get("max_line_bytes"))
     if index is not None:
-        options = options + (("gzip_index", index),)
+        options = options + _index_options(index)
     elif spacing is not None:
         coarse = _compressed_blocksize(blocksize, total)
         offsets, lines = _coarsen(offsets, lines, coarse)
@@ -1256,6 +1346,12 @@ def _plan_byte_ranges(
         for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:], strict=True))
         if b > a
     ]
+
+
+def _index_options(index: str) -> tuple[tuple[str, Any], ...]:
+    """A partition's options that name a gzip index: its path and its SHA-256, which the
+    reader checks before it trusts the index."""
+    return (("gzip_index", index), ("gzip_index_sha256", _gzindex.file_digest(index)))
 
 
 def _coarsen(offsets: list[int], lines: list[int], blocksize: int) -> tuple[list[int], list[int]]:
@@ -1274,9 +1370,15 @@ def _plan_members(
 ) -> list[_PartitionPlan]:
     """Runs of whole documents of a directory tree or archive (``kind``: its compression)."""
     members = _members(src)
+    limit = _max_line_bytes(dict(options).get("max_line_bytes"))
+    for i, (_, size) in enumerate(members):
+        if size > limit:
+            names = document_names(src)
+            what = f"document {names[i]!r}" if names else f"document {i}"
+            raise CorpusError(src.path, too_long(what, size, limit))
     index = None if os.path.isdir(src.path) else _archive_listing(src.path)[1]
     if index is not None:
-        options = options + (("gzip_index", index),)
+        options = options + _index_options(index)
     elif kind is not None:
         blocksize = _compressed_blocksize(blocksize, sum(m[1] for m in members))
     parts = []
@@ -1301,13 +1403,12 @@ def _plan_rows(
     path = src.path
     try:
         with h5py.File(path, "r") as f:
-            missing = [k for k in ("indptr", "indices", "data", "vocab") if k not in f]
-            if missing:
-                raise CorpusError(path, f"HDF5 corpus lacks dataset(s) {', '.join(missing)}")
-            n_rows = f["indptr"].shape[0] - 1
-            nnz = int(f["indptr"][-1]) if n_rows >= 0 else 0
+            n_rows, nnz = check_hdf5_corpus(f)
+    except InputBoundError as exc:
+        raise CorpusError(path, str(exc)) from None
     except OSError as exc:
         raise CorpusError(path, f"not a readable HDF5 file: {exc}") from exc
+    _source_vocab(f"hdf5:{path}")  # a repeated or undecodable term: refused now
     if n_rows <= 0:
         return []
     per_row = max(nnz / n_rows, 1.0)
@@ -1369,26 +1470,48 @@ def _listing_path(index: str) -> str:
 
 def _saved_listing(path: str) -> tuple[tuple[tuple[str, int, int], ...], str] | None:
     """The member listing saved beside a gzip archive's index by an earlier reading of the
-    same file (same size and mtime; see :mod:`streamtopic._gzindex`), if both are there:
-    listing a large archive parses every header, which costs more than reading it."""
+    same file (same size and mtime; see :mod:`streamtopic._gzindex`), if both are there,
+    in a private directory, and both match the digests the listing records: the archive's
+    SHA-256 and its index's. Listing a large archive parses every header, which costs more
+    than reading it; a listing that does not match is made again."""
     index = _gzindex.index_path(path)
+    listing = _listing_path(index)
     try:
-        with open(_listing_path(index), encoding="utf-8") as fh:
-            rows = json.load(fh)
-        if not os.path.exists(index):
+        if not (os.path.exists(index) and _gzindex.private_dir(os.path.dirname(index))):
             return None
-        return tuple((str(n), int(o), int(z)) for n, o, z in rows), index
-    except (OSError, ValueError, TypeError):
+        with open(listing, encoding="utf-8") as fh:
+            saved = json.load(fh)
+        rows = tuple((str(n), int(o), int(z)) for n, o, z in saved["members"])
+        if (saved["digest"] != _listing_digest(saved["input"], saved["index"], rows)
+                or saved["input"] != _gzindex.file_digest(path)
+                or saved["index"] != _gzindex.file_digest(index)):
+            log.info("%s: the saved member listing %s does not match the archive; listing "
+                     "it again", path, listing)
+            return None
+        return rows, index
+    except (OSError, ValueError, TypeError, KeyError):
         return None
+
+
+def _listing_digest(input_digest: str, index_digest: str,
+                    rows: tuple[tuple[str, int, int], ...]) -> str:
+    """SHA-256 of a saved listing's content: the archive's and index's digests and every
+    member's (name, offset, size)."""
+    text = json.dumps([input_digest, index_digest, [list(r) for r in rows]])
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def _save_listing(path: str, index: str, listing: tuple[tuple[str, int, int], ...]) -> None:
     """Keep ``listing`` beside the index (aside, then renamed; other listings of the same
-    path removed). Not kept if it cannot be written."""
+    path removed), with the digests :func:`_saved_listing` checks. Not kept if it cannot be
+    written."""
     target = _listing_path(index)
     try:
+        digests = _gzindex.file_digest(path), _gzindex.file_digest(index)
+        saved = {"input": digests[0], "index": digests[1], "members": listing,
+                 "digest": _listing_digest(*digests, listing)}
         with written_aside(target) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(listing, fh)
+            json.dump(saved, fh)
         prefix = os.path.basename(target).split("-")[0]
         root = os.path.dirname(target)
         for name in os.listdir(root):
@@ -1459,8 +1582,6 @@ class Corpus:
         """The same corpus, read and tokenised once now and kept by Dask (in this process,
         or on the workers of a cluster) for the passes that follow: its :class:`DocChunk`
         counts take a fraction of the text's bytes."""
-        from .cluster import persist
-
         bag = persist(self.to_bag(), progress=progress, label="reading the corpus")
         return replace(self, cache=bag)
 
@@ -1496,6 +1617,7 @@ def read_corpus(
     blocksize: int | None = None,
     strip_headers: bool = True,
     keep_subject: bool = True,
+    max_line_bytes: int | None = None,
 ) -> Corpus:
     """Plan a corpus over files, globs and directories.
 
@@ -1525,11 +1647,17 @@ def read_corpus(
     keep_subject : bool
         With ``strip_headers``: keep the text of the Subject field (without "Re:") in place of
         the block, since it is content. Recorded per source (``Source.keep_subject``).
+    max_line_bytes : int, optional
+        The longest line (text, JSON Lines, UCI) or document (a file of a directory, a
+        member of an archive) accepted, in decompressed bytes; a longer one is a
+        :class:`CorpusError`. Default: ``$STREAMTOPIC_MAX_LINE_BYTES``, else 64 MiB
+        (:mod:`streamtopic.limits`).
 
     Raises
     ------
     CorpusError
-        For missing inputs, unknown formats and malformed headers (before anything is read).
+        For missing inputs, unknown formats and malformed headers (before anything is read);
+        for a store or a model given as input.
     """
     if format not in FORMATS:
         raise ValueError(f"format={format!r}: expected one of {', '.join(FORMATS)}")
@@ -1537,7 +1665,7 @@ def read_corpus(
         raise ValueError(f"blocksize={blocksize!r}: must be a positive number of bytes")
     tokenizer = tokenizer or Tokenizer()
     sources: list[Source] = []
-    for path, fmt in _expand_inputs(inputs, format):
+    for path, fmt in expand_inputs(inputs, format):
         vocab_path = _find_uci_vocab(path, vocab) if fmt == "uci" else None
         size = (
             sum(os.path.getsize(os.path.join(path, r)) for r in _list_tree(path))
@@ -1548,8 +1676,6 @@ def read_corpus(
         sources.append(Source(path, fmt, size, vocab_path, strip_headers=strip,
                               keep_subject=strip and bool(keep_subject)))
     if blocksize is None:
-        from .cluster import n_workers
-
         # about DEFAULT_BLOCKSIZE per partition whatever the corpus size (so memory per task
         # is the same), the count a multiple of the workers (so every round keeps them busy)
         total = sum(s.size for s in sources)
@@ -1557,7 +1683,8 @@ def read_corpus(
         target = HDF5_BLOCKSIZE if all(s.format == "hdf5" for s in sources) else DEFAULT_BLOCKSIZE
         n_parts = w * max(1, round(total / (target * w)))
         blocksize = int(max(MIN_BLOCKSIZE, -(-total // n_parts)))
-    options = (("text_field", text_field),)
+    options = (("text_field", text_field),
+               ("max_line_bytes", _max_line_bytes(max_line_bytes)))
     parts: list[_PartitionPlan] = []
     for src in sources:
         src_parts = _plan_source(src, blocksize, options)
@@ -1658,9 +1785,6 @@ def _ordered_chunks(corpus: Corpus, progress: bool, label: str) -> Iterator[DocC
     at a time (memory stays bounded by a few partitions)."""
     import dask
     from dask import delayed
-
-    from .cluster import n_workers
-    from .progress import Stage
 
     batch = max(2, 2 * n_workers())
     parts = corpus.parts
@@ -1776,8 +1900,6 @@ def verify_recorded_inputs(store: Any, entries: Sequence[dict[str, Any]] | None 
     StoreError
         An edited manifest, a missing input, or an input whose content changed.
     """
-    from .store import StoreError
-
     sources = store.check_manifest() if entries is None else list(entries)
     if entries is not None:
         store.check_manifest()
@@ -1798,6 +1920,22 @@ def verify_recorded_inputs(store: Any, entries: Sequence[dict[str, Any]] | None 
                 "differs), so the store's counts no longer describe it"
             )
     return sources
+
+
+def input_problems(store: Any) -> list[str]:
+    """The problems with a store's recorded inputs (:func:`verify_recorded_inputs`): none
+    when each exists with its recorded content, or when the manifest itself fails its check
+    (:meth:`CooccurrenceStore.verify <streamtopic.store.CooccurrenceStore.verify>` reports
+    that)."""
+    try:
+        store.check_manifest()
+    except StoreError:
+        return []
+    try:
+        verify_recorded_inputs(store)
+    except StoreError as exc:
+        return [str(exc)]
+    return []
 
 
 def recorded_corpus(store: Any) -> Corpus | None:

@@ -18,17 +18,18 @@ from __future__ import annotations
 import os
 from contextlib import ExitStack
 from numbers import Integral
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from . import metrics
 from ._params import Interval, validate_params
-
-if TYPE_CHECKING:
-    from .corpus import Corpus
-    from .model import AnchorTopicModel
-    from .store import CooccurrenceStore
-    from .vocabulary import Tokenizer
+from .corpus import Corpus, read_corpus, recorded_corpus
+from .fitted import check_is_fitted
+from .inference import document_completion, model_tokenizer
+from .model import AnchorTopicModel
+from .store import CooccurrenceStore
+from .vocabulary import Tokenizer
 
 __all__ = ["evaluate"]
 
@@ -42,8 +43,6 @@ _PARAMS: dict[str, list[Any]] = {
 def _model_store(model: AnchorTopicModel, stack: ExitStack) -> CooccurrenceStore | None:
     """The store the model was fitted on, opened (and closed by ``stack``), if it is still
     there."""
-    from .store import CooccurrenceStore
-
     path = model.diagnostics_.get("store", {}).get("path")
     if not path or not CooccurrenceStore.is_store(path):
         return None
@@ -52,8 +51,6 @@ def _model_store(model: AnchorTopicModel, stack: ExitStack) -> CooccurrenceStore
 
 def _as_corpus(inputs: Any, tokenizer: Tokenizer, strip_headers: bool) -> Corpus | None:
     """``inputs`` read as a corpus (a Corpus as it is; None or no input: None)."""
-    from .corpus import Corpus, read_corpus
-
     if inputs is None or isinstance(inputs, Corpus):
         return inputs
     paths = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
@@ -74,16 +71,12 @@ def _names(inputs: Any, corpus: Corpus) -> list[Any]:
 
 def _coherence(model: AnchorTopicModel, order: np.ndarray, reference: Corpus,
                progress: bool) -> dict[str, Any]:
-    from . import metrics
-
     coh = metrics.coherence(order, reference, vocab=model.vocab_, progress=progress)
     return {"mean": float(np.mean(coh)), "per_topic": coh.tolist()}
 
 
 def _heldout(model: AnchorTopicModel, heldout: Corpus, seed: int,
              progress: bool) -> dict[str, Any]:
-    from .inference import document_completion
-
     dc = document_completion(model, heldout, seed=seed, progress=progress)
     return {"per_token": dc.per_token, "n_docs": dc.n_docs, "n_tokens": dc.n_tokens,
             "n_oov_tokens": dc.n_oov_tokens}
@@ -134,16 +127,11 @@ def evaluate(
         ``heldout`` (``per_token`` in nats, ``n_docs``, ``n_tokens``, ``n_oov_tokens``,
         ``corpus``).
     """
-    from . import metrics
-    from .corpus import recorded_corpus
-    from .inference import model_tokenizer
-    from .model import AnchorTopicModel
-
     validate_params(_PARAMS, {"top_n": top_n, "seed": seed, "strip_headers": strip_headers,
                               "progress": progress})
     path = None if isinstance(model, AnchorTopicModel) else os.path.abspath(model)
     fitted = model if isinstance(model, AnchorTopicModel) else AnchorTopicModel.load(model)
-    fitted._check_fitted()
+    check_is_fitted(fitted)
     unique = metrics.unique_words(fitted.components_, top_n=top_n)
     report: dict[str, Any] = {
         "model": path, "n_topics": len(fitted.anchors_), "top_n": top_n,

@@ -41,6 +41,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import least_squares
 
+from .recovery import pinv_topic_cooccurrence
+
 __all__ = ["ALPHA0_MAX", "ALPHA0_MIN", "LOSSES", "estimate_alpha", "fit_concentration",
            "topic_cooccurrence_from_topics"]
 
@@ -172,8 +174,6 @@ def topic_cooccurrence_from_topics(A: np.ndarray, Q: np.ndarray) -> np.ndarray:
     R : ndarray of shape (K, K)
         Symmetric, summing to 1.
     """
-    from .recovery import pinv_topic_cooccurrence
-
     A = np.asarray(A, dtype=np.float64)
     Q = np.asarray(Q, dtype=np.float64)
     if A.ndim != 2 or Q.shape != (A.shape[0], A.shape[0]):

@@ -31,7 +31,23 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
-from ._io import remove_path, temp_beside, written_aside
+from ._io import written_aside
+from ._kernels import mixture_weights
+from ._scratch import collect, owned_dir, owned_path
+from ._version import __version__
+from .cluster import compute
+from .corpus import (
+    ChunkBuilder,
+    Corpus,
+    cached_corpus_parts,
+    document_names,
+    read_corpus,
+    stat_fingerprint,
+)
+from .persistence import load_model
+from .store import CooccurrenceStore
+from .termmap import to_global
+from .vocabulary import Tokenizer
 
 if TYPE_CHECKING:
     from .vocabulary import Tokenizer
@@ -39,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DocumentCompletion",
     "Inferred",
+    "collect_debris",
     "document_completion",
     "document_counts",
     "infer_corpus",
@@ -113,8 +130,6 @@ def infer_topics(
 
 def _theta(At: np.ndarray, H: Any, alpha: np.ndarray, tol: float, max_iter: int) -> np.ndarray:
     """:func:`infer_topics` with A (V×K, C-contiguous) and the pseudo-counts (K,) given."""
-    from ._kernels import mixture_weights
-
     H = sp.csr_matrix(H, dtype=np.float64)
     H.sum_duplicates()  # canonical: sorted, merged entries (the order θ's sums run in)
     theta = np.empty((H.shape[0], At.shape[1]))
@@ -224,9 +239,6 @@ def document_completion(
         return DocumentCompletion(total / max(tokens, 1), docs, tokens, 0)
     from dask import delayed
 
-    from .cluster import compute
-    from .corpus import Corpus, read_corpus
-
     c = corpus if isinstance(corpus, Corpus) else read_corpus(corpus)
     source = _topics_source(model)
     parts = c.to_bag().to_delayed()
@@ -273,9 +285,6 @@ def model_tokenizer(model: Any, stop_words: str | None = None) -> Tokenizer:
     ``max_doc_tokens``); with other stop words if ``stop_words`` is given."""
     from dataclasses import replace
 
-    from .store import CooccurrenceStore
-    from .vocabulary import Tokenizer
-
     record = getattr(model, "diagnostics_", {}).get("store", {}) or {}
     cfg = record.get("tokenizer")
     path = record.get("path")
@@ -300,9 +309,7 @@ def document_counts(docs: Iterable[Any], vocabulary: Sequence[str],
     vocabulary : sequence of str, length V
     tokenizer : Tokenizer
     """
-    from .corpus import _ChunkBuilder
-
-    builder = _ChunkBuilder("<memory>", 0, tokenizer, tuple(vocabulary))
+    builder = ChunkBuilder("<memory>", 0, tokenizer, tuple(vocabulary))
     for doc in docs:
         if isinstance(doc, str):
             builder.add_text(doc)
@@ -411,8 +418,6 @@ def infer_corpus(
     progress : bool
         Dask's progress bar.
     """
-    from .corpus import Corpus, read_corpus
-
     t0 = time.perf_counter()
     fmt = output_format(os.fspath(output), format)
     output = _check_output(os.fspath(output), fmt)
@@ -421,15 +426,14 @@ def infer_corpus(
     c = corpus if isinstance(corpus, Corpus) else with_token_cache(read_corpus(
         corpus, tokenizer=model_tokenizer(model), strip_headers=strip_headers), model)
     c = c.onto(model.vocab_)
-    scratch = temp_beside(output, "parts")
-    os.makedirs(scratch)
-    try:
+    parent, name = os.path.split(os.path.abspath(output))
+    collect_debris(output)
+    with owned_dir(parent, f".{name}.parts-") as scratch, \
+            owned_path(parent, f".{name}.partial-") as aside:
         counts = _infer_parts(model, c, scratch, a, tol, max_iter, progress)
         meta = _output_meta(model, c, a, tol, max_iter, counts)
-        with written_aside(output) as tmp:
+        with written_aside(output, tmp=aside) as tmp:
             _WRITERS[fmt](tmp, _row_blocks(scratch, counts, c), K, meta)
-    finally:
-        remove_path(scratch)
     return Inferred(output, fmt, int(counts[:, 0].sum()), int(counts[:, 1].sum()),
                     int(counts[:, 2].sum()), time.perf_counter() - t0)
 
@@ -440,9 +444,6 @@ def with_token_cache(corpus: Any, model: Any) -> Any:
     path, unchanged since it was ingested (its recorded stamp), read the same way (format,
     headers, text field, tokenizer). Sources, order and positions stay those of ``corpus``;
     any other input is read as planned."""
-    from .corpus import Corpus, cached_corpus_parts, stat_fingerprint
-    from .store import CooccurrenceStore
-
     path = (getattr(model, "diagnostics_", {}).get("store") or {}).get("path")
     if not path or not CooccurrenceStore.is_store(path):
         return corpus
@@ -504,13 +505,20 @@ def _check_output(path: str, fmt: str) -> str:
     return path
 
 
+def collect_debris(output: str | os.PathLike[str]) -> int:
+    """Remove what killed runs of :func:`infer_corpus` left beside ``output``: their hidden
+    scratch directories (``.NAME.parts-*``) and partial outputs (``.NAME.partial-*``), each
+    owned through a process-held lock while its run lives
+    (:func:`streamtopic._scratch.collect`). Returns the bytes freed."""
+    parent, name = os.path.split(os.path.abspath(os.fspath(output)))
+    return collect(parent, lambda n: n.startswith((f".{name}.parts-", f".{name}.partial-")))
+
+
 def _infer_parts(model: Any, corpus: Any, scratch: str, alpha: np.ndarray, tol: float,
                  max_iter: int, progress: bool) -> np.ndarray:
     """Solve every partition into ``scratch``; per partition (documents, input tokens,
     tokens in the vocabulary), (n_parts×3) int64."""
     from dask import delayed
-
-    from .cluster import compute
 
     model_path = _saved_path(model) or _saved_copy(model, scratch)
     sources = tuple(s.path for s in corpus.sources)
@@ -526,7 +534,7 @@ def _infer_parts(model: Any, corpus: Any, scratch: str, alpha: np.ndarray, tol: 
 def _saved_path(model: Any) -> str | None:
     """Where ``model`` was saved or loaded from, if that file is unchanged since (tasks then
     load the topics from it: no V×K array goes through the scheduler); else None."""
-    saved = getattr(model, "_saved_at", None)
+    saved = getattr(model, "saved_at", None)
     if saved and os.path.exists(saved[0]) and _stamp(saved[0]) == saved[1]:
         return str(saved[0])
     return None
@@ -582,18 +590,14 @@ def chunk_counts(chunk: Any, vocab: tuple[str, ...],
     """A chunk's counts over the V words ``vocab`` (n_docs×V) and its tokens outside them:
     as read when its text was read onto them (:meth:`Corpus.onto`), else its own columns
     mapped through ``index`` (count inputs, or text read with its own terms)."""
-    from .cooccurrence import _to_global
-
     if len(chunk.terms) == len(vocab) and tuple(chunk.terms) == vocab:
         return chunk.counts, 0
-    return _to_global(chunk, index, len(vocab))
+    return to_global(chunk, index, len(vocab))
 
 
 @functools.lru_cache(maxsize=2)
 def _model_topics(path: str, stamp: int) -> _Topics:
     """A saved model's :class:`_Topics`, loaded once per process (``stamp``: its mtime)."""
-    from .persistence import load_model
-
     m = load_model(path)
     vocab = tuple(m.vocab_)
     return _Topics(np.ascontiguousarray(m.components_.T, dtype=np.float64), vocab,
@@ -637,8 +641,6 @@ class _Rows:
 def _row_blocks(scratch: str, counts: np.ndarray, corpus: Any) -> Iterator[_Rows]:
     """The partitions' rows in the corpus' order, about ``ROWS_PER_BLOCK`` at a time. A
     document's position is its index among its source's documents, in reading order."""
-    from .corpus import document_names
-
     names = [document_names(src) for src in corpus.sources]
     seen = np.zeros(len(corpus.sources), dtype=np.int64)  # documents per source so far
     pending: list[dict[str, np.ndarray]] = []
@@ -672,9 +674,7 @@ def _positions(source: np.ndarray, seen: np.ndarray) -> np.ndarray:
 def _output_meta(model: Any, corpus: Any, alpha: np.ndarray, tol: float, max_iter: int,
                  counts: np.ndarray) -> dict[str, Any]:
     """The record written with the rows."""
-    from . import __version__
-
-    saved = getattr(model, "_saved_at", None)
+    saved = getattr(model, "saved_at", None)
     return {
         "format_version": 1,
         "streamtopic": __version__,

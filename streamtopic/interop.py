@@ -5,7 +5,8 @@
   ``streamtopic infer``) as pandas DataFrames.
 * :func:`coherence_topics`: each topic's top words, the ``topics=`` argument of gensim's
   ``CoherenceModel``.
-* :func:`pyldavis_data` and :func:`save_pyldavis`: pyLDAvis' prepared data and its HTML page
+* :func:`pyldavis_data`, :func:`pyldavis_html` and :func:`save_pyldavis`: pyLDAvis' prepared
+  data and its HTML page, which works offline and shows every word as text
   (``pip install streamtopic[interop]``).
 * scikit-learn: :class:`~streamtopic.model.AnchorTopicModel` follows the estimator API
   (``get_params``/``set_params``, ``fit`` on a document-term count matrix, ``transform``), so
@@ -16,15 +17,20 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+import re
+import warnings
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .model import AnchorTopicModel
+from ._io import written_aside
+from .fitted import FittedModel, check_is_fitted
+from .inference import MARK
+from .store import CooccurrenceStore
 
-__all__ = ["coherence_topics", "doc_topic_frame", "pyldavis_data", "save_pyldavis",
-           "topic_labels", "topic_word_frame", "term_frequency"]
+__all__ = ["coherence_topics", "doc_topic_frame", "pyldavis_data", "pyldavis_html",
+           "save_pyldavis", "script_safe_json", "topic_labels", "topic_word_frame",
+           "term_frequency"]
 
 
 class InteropError(ValueError):
@@ -40,16 +46,16 @@ def _pandas() -> Any:
     return pd
 
 
-def topic_labels(model: AnchorTopicModel) -> list[str]:
+def topic_labels(model: FittedModel) -> list[str]:
     """``topic_0`` … ``topic_{K−1}``: the names of the topics' rows and columns."""
     return [f"topic_{k}" for k in range(model.components_.shape[0])]
 
 
-def topic_word_frame(model: AnchorTopicModel) -> Any:
+def topic_word_frame(model: FittedModel) -> Any:
     """p(w | z) as a DataFrame (K×V): one row per topic (``topic_k``), one column per word,
     with the topic's anchor word and prevalence p(z) in the frame's ``attrs``."""
     pd = _pandas()
-    model._check_fitted()
+    check_is_fitted(model)
     frame = pd.DataFrame(model.components_, index=topic_labels(model),
                          columns=list(model.vocab_))
     frame.attrs["anchor_words"] = list(model.anchor_words_)
@@ -57,7 +63,7 @@ def topic_word_frame(model: AnchorTopicModel) -> Any:
     return frame
 
 
-def doc_topic_frame(source: Any, model: AnchorTopicModel | None = None) -> Any:
+def doc_topic_frame(source: Any, model: FittedModel | None = None) -> Any:
     """Documents' topic proportions as a DataFrame (n_docs×K).
 
     Parameters
@@ -66,7 +72,7 @@ def doc_topic_frame(source: Any, model: AnchorTopicModel | None = None) -> Any:
         θ (e.g. from ``transform``), or the output of ``streamtopic infer``: a zarr group
         (read whole), a CSV or a Parquet file. From an output, the frame is indexed by
         (source, position) and has the documents' names in a ``name`` column.
-    model : AnchorTopicModel, optional
+    model : FittedModel, optional
         Names the columns of an array (``topic_k``).
     """
     pd = _pandas()
@@ -88,8 +94,6 @@ def doc_topic_frame(source: Any, model: AnchorTopicModel | None = None) -> Any:
 def _zarr_frame(pd: Any, path: str) -> Any:
     import zarr
 
-    from .inference import MARK
-
     g: Any = zarr.open_group(path, mode="r")
     meta = g.attrs.get(MARK)
     if meta is None:
@@ -103,17 +107,15 @@ def _zarr_frame(pd: Any, path: str) -> Any:
     return frame
 
 
-def coherence_topics(model: AnchorTopicModel, n: int = 10) -> list[list[str]]:
+def coherence_topics(model: FittedModel, n: int = 10) -> list[list[str]]:
     """Each topic's ``n`` most probable words, most probable first: the ``topics=`` of
     ``gensim.models.CoherenceModel`` (with a gensim ``Dictionary`` that knows the words)."""
     return model.top_words(n)
 
 
-def term_frequency(model: AnchorTopicModel) -> np.ndarray:
+def term_frequency(model: FittedModel) -> np.ndarray:
     """Each word's token count in the training corpus (V,): the store's counts when it is
     still there, else p(w) times the corpus' tokens as the model recorded them."""
-    from .store import CooccurrenceStore
-
     record = model.diagnostics_.get("store", {}) or {}
     path = record.get("path")
     if path and CooccurrenceStore.is_store(path):
@@ -129,7 +131,7 @@ def term_frequency(model: AnchorTopicModel) -> np.ndarray:
     return p / p.sum() * tokens
 
 
-def pyldavis_data(model: AnchorTopicModel, **kwargs: Any) -> Any:
+def pyldavis_data(model: FittedModel, **kwargs: Any) -> Any:
     """pyLDAvis' ``PreparedData`` of a model, without reading the corpus.
 
     pyLDAvis takes the documents' topic proportions and lengths only to weigh the topics:
@@ -143,28 +145,85 @@ def pyldavis_data(model: AnchorTopicModel, **kwargs: Any) -> Any:
     except ImportError as exc:
         raise InteropError("pyLDAvis is needed: pip install pyLDAvis "
                            "(or streamtopic[interop])") from exc
-    model._check_fitted()
+    check_is_fitted(model)
     tf = term_frequency(model)
     used = tf > 0  # pyLDAvis divides by the words' frequencies
     topics = model.components_[:, used]
     topics = topics / topics.sum(axis=1, keepdims=True)
     prevalence = np.asarray(model.topic_prevalence_, dtype=np.float64)
     kwargs.setdefault("n_jobs", 1)
-    return pyLDAvis.prepare(
-        topic_term_dists=topics, doc_topic_dists=(prevalence / prevalence.sum())[None, :],
-        doc_lengths=np.array([tf.sum()]), vocab=list(np.asarray(model.vocab_)[used]),
-        term_frequency=tf[used], **kwargs)
+    with warnings.catch_warnings():  # pandas' log of the zero probabilities of rare words
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return pyLDAvis.prepare(
+            topic_term_dists=topics, doc_topic_dists=(prevalence / prevalence.sum())[None, :],
+            doc_lengths=np.array([tf.sum()]), vocab=list(np.asarray(model.vocab_)[used]),
+            term_frequency=tf[used], **kwargs)
 
 
-def save_pyldavis(model: AnchorTopicModel, path: str | os.PathLike[str], **kwargs: Any) -> str:
-    """pyLDAvis' HTML page of a model (:func:`pyldavis_data`), written aside and renamed.
-    The page loads pyLDAvis' scripts from their CDN, as pyLDAvis' own pages do."""
-    import pyLDAvis
-
-    from ._io import written_aside
-
+def save_pyldavis(model: FittedModel, path: str | os.PathLike[str], **kwargs: Any) -> str:
+    """pyLDAvis' HTML page of a model (:func:`pyldavis_data`, :func:`pyldavis_html`), written
+    aside and renamed. The page works offline: pyLDAvis' scripts and style sheet are inlined,
+    and every word is data, never markup."""
     data = pyldavis_data(model, **kwargs)
     path = os.path.abspath(os.fspath(path))
-    with written_aside(path) as tmp:
-        pyLDAvis.save_html(data, tmp)
+    page = pyldavis_html(data, title=f"Topics of {os.path.basename(path)}")
+    with written_aside(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(page)
     return path
+
+
+#: Characters that could end a ``<script>`` element or an HTML comment, or a line of
+#: JavaScript, written as JSON escapes inside the page's data
+_SCRIPT_SAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                "\u2029": "\\u2029"}
+
+
+def script_safe_json(text: str) -> str:
+    """JSON text made safe to embed in an HTML ``<script>`` element: ``<``, ``>``, ``&`` and
+    the JavaScript line separators written as ``\\uXXXX`` escapes, which decode to the same
+    strings (a word such as ``</script><script>…`` stays a word)."""
+    return re.sub("[<>&\u2028\u2029]", lambda m: _SCRIPT_SAFE[m.group(0)], text)
+
+
+def _inline(text: str, tag: str) -> str:
+    """A script or style sheet's source inlined in a ``<tag>`` element: any ``</tag`` in it
+    (inside a string) written ``<\\/tag``, which does not end the element."""
+    return re.sub(f"</(?={tag})", "<\\\\/", text, flags=re.IGNORECASE)
+
+
+def pyldavis_html(data: Any, title: str = "pyLDAvis") -> str:
+    """A self-contained HTML page of pyLDAvis' ``PreparedData``: d3, LDAvis' script and its
+    style sheet inlined from the pyLDAvis package (pyLDAvis' own pages load them from
+    d3js.org and cdn.jsdelivr.net), the data as script-safe JSON (:func:`script_safe_json`),
+    the title escaped.
+
+    Parameters
+    ----------
+    data : pyLDAvis.PreparedData
+        From :func:`pyldavis_data` or ``pyLDAvis.prepare``.
+    title : str
+        The page's title (plain text).
+
+    Returns
+    -------
+    str
+        The page.
+    """
+    import html
+
+    from pyLDAvis import urls
+
+    def read(path: str) -> str:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+
+    return (
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+        f"<title>{html.escape(title)}</title>\n"
+        f"<style>{_inline(read(urls.LDAVIS_CSS_LOCAL), 'style')}</style>\n"
+        f"<script>{_inline(read(urls.D3_LOCAL), 'script')}</script>\n"
+        f"<script>{_inline(read(urls.LDAVIS_LOCAL), 'script')}</script>\n"
+        "</head><body>\n<div id=\"ldavis\" style=\"background-color:white;\"></div>\n"
+        f"<script>new LDAvis(\"#ldavis\", {script_safe_json(data.to_json())});</script>\n"
+        "</body></html>\n"
+    )

@@ -36,6 +36,8 @@ from scipy.optimize import linear_sum_assignment
 from scipy.special import rel_entr
 
 from ._numeric import safe_inverse
+from .cluster import compute
+from .corpus import Corpus, read_corpus
 
 if TYPE_CHECKING:  # pragma: no cover
     from .corpus import DocChunk
@@ -312,9 +314,6 @@ def codocument_frequency(
         local[ids] = np.arange(U)
         return _codf(_binary_columns(X, local, U))
 
-    from .cluster import compute
-    from .corpus import Corpus, read_corpus
-
     if vocab is None:
         raise ValueError("vocab (the word of each id) is required to count over a corpus")
     if U and ids.max() >= len(vocab):
@@ -513,8 +512,6 @@ def _recovery_error_dask(
     """:func:`recovery_error` of a dask array, in one pass over its blocks."""
     import dask.array as da
 
-    from .cluster import compute
-
     K = coef.shape[1]
     Cf = C.astype(np.float64)
     Cbar = _rows_normalised(Cf) if normalize else Cf
@@ -589,8 +586,6 @@ def approximation_error(
     BA = B @ A
     if _is_dask(C):
         import dask.array as da
-
-        from .cluster import compute
 
         left = da.from_array(BA, chunks=(C.chunks[0], K))
         right = da.from_array(np.ascontiguousarray(B.T), chunks=(K, C.chunks[1]))

@@ -36,15 +36,34 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from numbers import Integral, Real
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
+from . import _warmup
 from ._numeric import safe_inverse
 from ._params import Constraint, Interval, Options, validate_params
+from ._random import DEFAULT_SEED, resolve_seed
+from ._scratch import disk_bytes
 from .anchors import AnchorResult, find_anchors, find_anchors_lp, find_anchors_qr
+from .cluster import MEMORY_SHARE, MemoryBudget, client_blas, current_client, local_memory
+from .cooccurrence import ingest
+from .corpus import Corpus, HDF5CorpusWriter, recorded_corpus
+from .fitted import ModelError, check_is_fitted
 from .hyperparameters import estimate_alpha, topic_cooccurrence_from_topics
+from .inference import (
+    chunk_counts,
+    document_counts,
+    infer_topics,
+    model_prior,
+    model_tokenizer,
+    plugin_loglik,
+)
+from .interop import pyldavis_data, save_pyldavis
+from .notebook import Report, topics_html
+from .notebook import report as notebook_report
 from .passes import QBlocks
+from .persistence import load_model, save_model
 from .recovery import (
     RECOVER_METHODS,
     anchor_topic_cooccurrence,
@@ -53,7 +72,8 @@ from .recovery import (
     recover_in_memory,
     recover_original_in_memory,
 )
-from .rectification import RECTIFY_METHODS
+from .rectification import RECTIFY_METHODS, rectify, rectify_in_memory
+from .refinement import refine_topics
 from .selection import Selection, selected_store
 from .sketch import (
     AnchorPoints,
@@ -66,9 +86,6 @@ from .sketch import (
 from .store import CooccurrenceStore, StoreError, read_array_dense
 from .workspace import FIT_PREFIX as FIT_PREFIX  # the name of a fit's scratch directory
 from .workspace import fit_scratch, rectified_key, rectified_target, scratch_root
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .notebook import Report
 
 __all__ = ["AnchorTopicModel", "ModelError", "anchor_topic_cooccurrence"]
 
@@ -106,7 +123,7 @@ CORE_COPIES = 4
 
 
 @dataclass(frozen=True)
-class _Settings:
+class FitSettings:
     """The parameters a fit runs with, the method's choices filled in."""
 
     recover: str
@@ -115,6 +132,8 @@ class _Settings:
     topic_topic: str
     refine_passes: int | str
     core_size: int | str
+    #: The seed every random stage draws from (:func:`~streamtopic._random.resolve_seed`).
+    seed: int = DEFAULT_SEED
 
 
 log = logging.getLogger("streamtopic")
@@ -169,14 +188,11 @@ class _ReadOnly:
         return self._array[key]
 
 
-class ModelError(ValueError):
-    """A path that is not a saved model, or a model used before ``fit``."""
-
-
 @contextmanager
 def _opened(X: Any) -> Iterator[CooccurrenceStore]:
-    """The store to fit, not empty: ``X`` itself, or the store at the path ``X``, opened
-    here and closed at the end (releasing its lease on the version it read)."""
+    """The store to fit, not empty and with every block of Q it recorded on disk (a block
+    the fit does not read is no less missing): ``X`` itself, or the store at the path ``X``,
+    opened here and closed at the end (releasing its lease on the version it read)."""
     if isinstance(X, CooccurrenceStore):
         store = X
     elif isinstance(X, (str, os.PathLike)):
@@ -189,6 +205,8 @@ def _opened(X: Any) -> Iterator[CooccurrenceStore]:
     try:
         if store.n_docs == 0:
             raise StoreError(f"{store.path}: the store is empty (no documents ingested)")
+        store.check_arrays()
+        store.check_blocks_present()
         yield store
     finally:
         if store is not X:
@@ -298,8 +316,11 @@ class AnchorTopicModel:
     block_rows : int, optional
         Word rows per recovery task (default: from the store's chunk size and V).
     seed : int, optional
-        Seed of the random projection, of the rectification's eigensolver and of the
-        refinement's sample; the fit is deterministic given it (an automatic core depends on
+        Seed of the random projection, of the rectification's eigensolver, of the LP anchors
+        and of the refinement's sample, resolved once per fit (None: the default seed 0,
+        :data:`~streamtopic._random.DEFAULT_SEED`, so that a fit with the default is
+        reproducible in every stage and equal to one with ``seed=0``); the fit is
+        deterministic given it (an automatic core depends on
         the memory budget only when the budget is below ``CORE_COPIES`` copies of its
         max(2000, 40·K) words: set ``memory_budget`` or ``core_size`` to pin it).
     progress : bool
@@ -347,7 +368,7 @@ class AnchorTopicModel:
 
     #: Where the model was last saved or loaded from, and that file's mtime (inference
     #: tasks read it from there); None while it is only in memory.
-    _saved_at: tuple[str, int] | None = None
+    saved_at: tuple[str, int] | None = None
 
     def __init__(
         self,
@@ -405,7 +426,7 @@ class AnchorTopicModel:
     # ----------------------------------------------------------------- parameters
 
     #: Each parameter's constraints (:mod:`streamtopic._params`); those that tie two
-    #: parameters together are checked by :meth:`_validate_params`.
+    #: parameters together are checked by :meth:`fit_settings`.
     _parameter_constraints: ClassVar[dict[str, list[Constraint]]] = {
         "n_topics": [Interval(Integral, 2, None)],
         "method": [Options(*METHODS)],
@@ -451,7 +472,7 @@ class AnchorTopicModel:
             setattr(self, k, v)
         return self
 
-    def _validate_params(self) -> _Settings:
+    def fit_settings(self) -> FitSettings:
         """Check the parameters (:attr:`_parameter_constraints`, then the ties between
         them) and return the settings a fit runs with: the method's choices filled in."""
         validate_params(self._parameter_constraints, self.get_params())
@@ -462,8 +483,8 @@ class AnchorTopicModel:
             warnings.warn("exact_anchors=True is deprecated; use anchor_method='exact'",
                           FutureWarning, stacklevel=4)  # the caller of fit
         choices = METHODS[self.method]
-        s = _Settings(**{k: v if getattr(self, k) is None else getattr(self, k)
-                         for k, v in choices.items()})
+        s = FitSettings(**{k: v if getattr(self, k) is None else getattr(self, k)
+                           for k, v in choices.items()}, seed=resolve_seed(self.seed))
         if self.exact_anchors:  # FastAnchorWords on the exact rows of Q̄
             s = replace(s, anchor_method="exact")
         if s.anchor_method == "lp" and self.rectify is None:  # LP's thresholds need the noise
@@ -515,10 +536,8 @@ class AnchorTopicModel:
         if client is not None:
             with client.as_current():
                 return self.fit(X, y, feature_names=feature_names)
-        from .cluster import client_blas
-
         with client_blas():
-            if _is_matrix(X):
+            if is_count_matrix(X):
                 return self._fit_matrix(X, feature_names)
             return self._fit(X)
 
@@ -526,9 +545,6 @@ class AnchorTopicModel:
         """Fit counts held in memory: written as an HDF5 corpus and ingested with every
         column kept (the store's vocabulary fixed to the columns), in a scratch directory
         removed at the end."""
-        from .cooccurrence import ingest
-        from .corpus import HDF5CorpusWriter
-
         H = _count_matrix(X)
         names = ([f"x{i}" for i in range(H.shape[1])] if feature_names is None
                  else [str(w) for w in feature_names])
@@ -551,16 +567,14 @@ class AnchorTopicModel:
         stages run on the core (in memory) or on the whole stored Q, the refinement runs
         over the corpus, and the results are set. The fit's scratch directory and the
         rectified arrays it uses from the store's cache are held until the stages end."""
-        from .cluster import memory_budget
-
-        self._s = self._validate_params()
+        self._s = self.fit_settings()
         if self._s.refine_passes != 0:  # the EM kernel compiles while the spectral stages run
-            from ._warmup import start
-
-            start()
+            _warmup.start()
         with _opened(X) as source:
-            self._budget = (int(self.memory_budget) if self.memory_budget is not None
-                            else memory_budget())
+            if int(self.n_topics) >= source.V:  # refused before anything is written
+                raise ValueError(f"n_topics={self.n_topics}: must be below the {source.V:,} "
+                                 f"words of {source.path}")
+            self._budget = MemoryBudget.resolve(self.memory_budget).bytes
             seconds: dict[str, float] = {}
             root = self._scratch_root(source)
             with ExitStack() as held, fit_scratch(root, source.path) as scratch:
@@ -594,8 +608,6 @@ class AnchorTopicModel:
         rp = self._s.refine_passes
         if rp == 0:
             return None
-        from .corpus import recorded_corpus
-
         corpus = recorded_corpus(store)  # StoreError: an input missing or changed
         if corpus is None:
             if rp == "auto":
@@ -632,13 +644,10 @@ class AnchorTopicModel:
         """``max(CORE_MIN, CORE_PER_TOPIC · K)`` words, fewer when ``CORE_COPIES`` dense n×n
         copies would not fit the memory budget (this process' memory, which holds the
         core), at least 2K."""
-        from .cluster import MEMORY_SHARE, local_memory
-
         K = int(self.n_topics)
-        budget = (int(self.memory_budget) if self.memory_budget is not None
-                  else int(MEMORY_SHARE * local_memory()))
-        return max(2 * K, min(max(CORE_MIN, CORE_PER_TOPIC * K),
-                              int(np.sqrt(budget / (8 * CORE_COPIES)))))
+        budget = MemoryBudget(int(self.memory_budget) if self.memory_budget is not None
+                              else int(MEMORY_SHARE * local_memory()))
+        return max(2 * K, min(max(CORE_MIN, CORE_PER_TOPIC * K), budget.largest(CORE_COPIES)))
 
     def _spectral_store(
         self, store: CooccurrenceStore, scratch: str, seconds: dict[str, float],
@@ -666,7 +675,7 @@ class AnchorTopicModel:
                                   norms=norms, memory_budget=self._budget,
                                   progress=self.progress)
         elif s.anchor_method == "lp":
-            res = find_anchors_lp(X_points, K, candidates, seed=self.seed)
+            res = find_anchors_lp(X_points, K, candidates, seed=s.seed)
         else:
             res = find_anchors(X_points, K, candidates, cleanup=self.cleanup,
                                precision="double" if s.anchor_method == "exact" else "single")
@@ -728,7 +737,7 @@ class AnchorTopicModel:
         cand = np.flatnonzero(np.isin(core, frequent)) if frequent is not None else None
         fit = spectral_in_memory(
             Qc, int(self.n_topics), self._s, candidates=cand, rectify_iters=int(self.rectify_iters),
-            seed=self.seed, cleanup=self.cleanup, tol=self.tol, max_iter=self.max_iter,
+            seed=self._s.seed, cleanup=self.cleanup, tol=self.tol, max_iter=self.max_iter,
             seconds=seconds)
         del Qc
         counts = np.asarray(store.word_counts, dtype=np.float64)
@@ -752,15 +761,12 @@ class AnchorTopicModel:
                 seconds: dict[str, float]) -> Any:
         """EM over the corpus from ``start`` (K×V): until it converges ('auto'), or a set
         number of passes."""
-        from ._warmup import wait
-        from .refinement import refine_topics
-
         rp = self._s.refine_passes
         t0 = time.perf_counter()
-        wait()  # the EM kernel's compilation in another process (a first fit), if under way
+        _warmup.wait()  # the EM kernel's compilation in another process (a first fit), if under way
         refined = refine_topics(start, corpus, list(store.vocab),
                                 passes=None if rp == "auto" else int(rp),
-                                seed=self.seed if self.seed is not None else 0,
+                                seed=self._s.seed,
                                 scratch=scratch, progress=self.progress)
         seconds["refine"] = time.perf_counter() - t0
         return refined
@@ -771,7 +777,7 @@ class AnchorTopicModel:
         if refined is not None:
             A, prevalence = refined.components.T, refined.prevalence
         res = fit.anchors
-        self._saved_at = None
+        self.saved_at = None
         self.vocab_ = list(store.vocab)
         self.components_ = np.ascontiguousarray(A.T)
         self.anchors_ = np.asarray(res.anchors, dtype=np.int64)
@@ -834,11 +840,8 @@ class AnchorTopicModel:
         cannot be used (:func:`streamtopic.workspace.rectified_target`)."""
         import dask.array as da
 
-        from ._scratch import disk_bytes
-        from .rectification import rectify
-
         method, n_iter = self._s.rectify, int(self.rectify_iters)
-        key = rectified_key(store.version, int(self.n_topics), method, n_iter, self.seed)
+        key = rectified_key(store.version, int(self.n_topics), method, n_iter, self._s.seed)
         target = rectified_target(store, key, scratch, held)
         info: dict[str, Any] = {"method": method, "iterations": n_iter, "path": target.path,
                                 "cached": target.cached}
@@ -846,7 +849,7 @@ class AnchorTopicModel:
             info["reused"] = True
         else:
             res = rectify(store, int(self.n_topics), target.path, method=method, n_iter=n_iter,
-                          seed=self.seed if self.seed is not None else 0,
+                          seed=self._s.seed,
                           memory_budget=self._budget,
                           scratch=os.path.join(scratch, "rectify"), progress=self.progress,
                           keep_array=self._fits_in_memory(store.V))
@@ -883,9 +886,7 @@ class AnchorTopicModel:
                              name=f"held-q-{uuid.uuid4().hex}"), held
 
     def _fits_in_memory(self, V: int) -> bool:
-        from .cluster import current_client
-
-        return current_client() is None and 3 * 8 * V * V <= self._budget
+        return current_client() is None and MemoryBudget(self._budget).holds(V, 3)
 
     def _row_stats(self, Q: Any) -> tuple[np.ndarray, np.ndarray]:
         """Row sums p (V,) and squared row norms of Q̄ (V,), in one pass over Q
@@ -907,7 +908,7 @@ class AnchorTopicModel:
                     f"use it for V <= {EXACT_MAX_V}"
                 )
             return exact_points(Q, frequent, progress=self.progress)
-        return sketch_points(src, int(min(self.sketch_dim, V)), self.seed, scratch, frequent,
+        return sketch_points(src, int(min(self.sketch_dim, V)), self._s.seed, scratch, frequent,
                              progress=self.progress)
 
     def _frequent(self, store: CooccurrenceStore) -> np.ndarray | None:
@@ -951,14 +952,8 @@ class AnchorTopicModel:
                     transformer_tags=TransformerTags(),
                     input_tags=InputTags(sparse=True, positive_only=True))
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "components_"):
-            raise ModelError("this AnchorTopicModel is not fitted yet; call fit first")
-
     def _repr_html_(self) -> str:
         """The topics as an HTML table, for Jupyter (:func:`streamtopic.notebook.topics_html`)."""
-        from .notebook import topics_html
-
         return topics_html(self)
 
     def report(self, path: str | os.PathLike[str] | None = None, *,
@@ -977,14 +972,12 @@ class AnchorTopicModel:
         -------
         streamtopic.notebook.Report
         """
-        from .notebook import report
-
-        self._check_fitted()
-        return report(self, path, top_words=top_words)
+        check_is_fitted(self)
+        return notebook_report(self, path, top_words=top_words)
 
     def top_words(self, n: int = 10) -> list[list[str]]:
         """The ``n`` most probable words of each topic, most probable first."""
-        self._check_fitted()
+        check_is_fitted(self)
         if n < 1:
             raise ValueError(f"n={n!r}: must be >= 1")
         order = np.argsort(-self.components_, axis=1, kind="stable")[:, :n]
@@ -1012,17 +1005,12 @@ class AnchorTopicModel:
         ndarray of shape (n_docs, K)
             Rows on the simplex.
         """
-        from .inference import infer_topics, model_prior
-
-        self._check_fitted()
+        check_is_fitted(self)
         return infer_topics(self.components_, self._counts(X), alpha=model_prior(self))
 
     def _counts(self, X: Any) -> Any:
         """Documents ``X`` (see :meth:`transform`) as counts (n_docs×V, CSR)."""
         import scipy.sparse as sp
-
-        from .corpus import Corpus
-        from .inference import chunk_counts, document_counts, model_tokenizer
 
         V = self.components_.shape[1]
         if isinstance(X, (str, bytes, os.PathLike)):
@@ -1047,10 +1035,8 @@ class AnchorTopicModel:
         ``X`` is what :meth:`fit` takes. For a store, its training documents are the
         corpus it recorded, read again (in memory: for a corpus of any size,
         :func:`streamtopic.inference.infer_corpus`)."""
-        from .corpus import recorded_corpus
-
         self.fit(X, y, **fit_params)
-        if _is_matrix(X):
+        if is_count_matrix(X):
             return self.transform(X)
         with _opened(X) as store:
             corpus = recorded_corpus(store)
@@ -1063,12 +1049,12 @@ class AnchorTopicModel:
         with θ̂_d from :meth:`transform`, over the words of the model's vocabulary (the
         plug-in likelihood; higher is better). For held-out documents,
         :func:`streamtopic.inference.document_completion` scores unseen words instead."""
-        self._check_fitted()
+        check_is_fitted(self)
         return self._loglik(self._counts(X))
 
     def perplexity(self, X: Any) -> float:
         """exp(−:meth:`score` / tokens): the tokens of ``X`` in the model's vocabulary."""
-        self._check_fitted()
+        check_is_fitted(self)
         H = self._counts(X)  # once: ``X`` may be an iterator
         tokens = float(H.sum())
         if tokens == 0:
@@ -1077,8 +1063,6 @@ class AnchorTopicModel:
 
     def _loglik(self, H: Any) -> float:
         """The plug-in log-likelihood of counts H (n_docs×V)."""
-        from .inference import infer_topics, model_prior, plugin_loglik
-
         theta = infer_topics(self.components_, H, alpha=model_prior(self))
         return plugin_loglik(self.components_, H, theta)
 
@@ -1086,8 +1070,6 @@ class AnchorTopicModel:
         """pyLDAvis' prepared data of the model (:func:`streamtopic.interop.pyldavis_data`;
         ``pip install streamtopic[interop]``), or with ``path`` its HTML page written there
         (returns the path)."""
-        from .interop import pyldavis_data, save_pyldavis
-
         if path is None:
             return pyldavis_data(self, **kwargs)
         return save_pyldavis(self, path, **kwargs)
@@ -1097,23 +1079,20 @@ class AnchorTopicModel:
     def save(self, path: str | os.PathLike[str], format: str = "zarr") -> None:
         """Save to a zarr group (default) or an HDF5 file; written aside, then renamed
         (:func:`streamtopic.persistence.save_model`)."""
-        from .persistence import save_model
-
         save_model(self, path, format=format)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> AnchorTopicModel:
         """Load a model saved by :meth:`save` (zarr group or HDF5 file; see
         :func:`streamtopic.persistence.load_model`)."""
-        from .persistence import load_model
-
-        return load_model(path)
+        model: AnchorTopicModel = load_model(path, cls)
+        return model
 
 
 def spectral_in_memory(
     Q: np.ndarray,
     n_topics: int,
-    settings: _Settings,
+    settings: FitSettings,
     *,
     candidates: np.ndarray | None = None,
     rectify_iters: int = 15,
@@ -1132,7 +1111,7 @@ def spectral_in_memory(
         Symmetric, non-negative, summing to 1. Not modified.
     n_topics : int
         K.
-    settings : _Settings
+    settings : FitSettings
         The stages' choices (``recover``, ``rectify``, ``anchor_method``, ``topic_topic``).
     candidates : ndarray of int, optional
         Rows that may become anchors (default: every row with mass).
@@ -1144,14 +1123,12 @@ def spectral_in_memory(
     _Spectral
         With row ids of ``Q`` for the anchors; ``start`` is ``A.T``.
     """
-    from .rectification import rectify_in_memory
-
-    K = int(n_topics)
+    K, seed = int(n_topics), resolve_seed(seed)
     rect_info = None
     t0 = time.perf_counter()
     if settings.rectify != "none":
         res_r = rectify_in_memory(Q, K, method=settings.rectify, n_iter=rectify_iters,
-                                  seed=seed if seed is not None else 0)
+                                  seed=seed)
         assert res_r.array is not None
         Q = res_r.array
         rect_info = {"method": settings.rectify, "iterations": rectify_iters, "reused": False,
@@ -1190,7 +1167,7 @@ def spectral_in_memory(
                      start=A.T, core=None)
 
 
-def _is_matrix(X: Any) -> bool:
+def is_count_matrix(X: Any) -> bool:
     """Whether ``X`` is counts in memory (a scipy sparse matrix or a 2-D array)."""
     import scipy.sparse as sp
 

@@ -14,10 +14,8 @@ from __future__ import annotations
 import html
 import os
 import tempfile
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .model import AnchorTopicModel
+from .fitted import FittedModel
 
 __all__ = ["Report", "report", "topics_html"]
 
@@ -25,14 +23,14 @@ __all__ = ["Report", "report", "topics_html"]
 FRAME_HEIGHT = 900
 
 
-def topics_html(model: AnchorTopicModel, n: int = 10) -> str:
+def topics_html(model: FittedModel, n: int = 10) -> str:
     """A fitted model's topics as an HTML table: for each topic its number, prevalence p(z),
     anchor word and ``n`` most probable words (the anchor in bold when among them). Words are
     escaped. An unfitted model gives one line naming its settings.
 
     Parameters
     ----------
-    model : AnchorTopicModel
+    model : FittedModel
     n : int
         Top words per topic.
 
@@ -103,14 +101,14 @@ class Report:
         return f"<streamtopic report: {len(self.html):,} characters of HTML{where}>"
 
 
-def report(model: AnchorTopicModel, path: str | os.PathLike[str] | None = None, *,
+def report(model: FittedModel, path: str | os.PathLike[str] | None = None, *,
            top_words: int = 10, model_path: str | os.PathLike[str] | None = None) -> Report:
     """The HTML report of a fitted model (:func:`streamtopic.report.write_report`), written
     to ``path`` when given.
 
     Parameters
     ----------
-    model : AnchorTopicModel
+    model : FittedModel
         A fitted model.
     path : path, optional
         Also write the page there.

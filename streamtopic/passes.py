@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import zarr
 
-from .store import _open_read_only, block_files, read_q_block
+from .cluster import annotations_by_key, n_workers, spread
+from .store import block_files, open_read_only, read_q_block
 
 if TYPE_CHECKING:
     from .store import CooccurrenceStore
@@ -153,7 +154,7 @@ class QBlocks:
         if self.array is not None:
             return self.array[rows, cols]
         if self.path is not None:
-            return np.asarray(_open_read_only(self.path)[rows, cols], dtype=np.float64)
+            return np.asarray(open_read_only(self.path)[rows, cols], dtype=np.float64)
         assert self.root is not None and self.versions is not None
         nnz = int(self.nnz[i, j]) if self.nnz is not None else -1
         return read_q_block(self.root, int(self.versions[i, j]), rows, cols, self.scale, nnz,
@@ -213,8 +214,6 @@ def spread_out(
     large part at the end while the others wait. Nothing with many parts: Dask's own order
     then runs the parts of a row block's sum close together, so that their results do not
     pile up in memory."""
-    from .cluster import annotations_by_key, n_workers, spread
-
     if len(blocks) > FEW_PARTS * n_workers():
         return {}
     costs = [cost(i, j) for i, j in blocks]

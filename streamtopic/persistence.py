@@ -7,6 +7,13 @@ counts and the diagnostics. It is written aside (:func:`~streamtopic._io.written
 renamed into place, so a reader never sees half a model; an existing path is replaced only
 when it is a model itself.
 
+Every array and the vocabulary carry a digest of their content in the JSON attribute, which
+carries a digest of itself (:mod:`streamtopic.integrity`; format 2), and each zarr chunk a
+CRC-32C checksum: a flipped byte, a truncated or deleted chunk (which zarr reads as zeros) or
+an edited attribute is a :class:`~streamtopic.model.ModelError` naming the file and the
+array, never a model. Shapes are checked against the vocabulary and the topics before any
+array is used. Models of format 1 (no digests) load with the shape checks only.
+
 Models saved before an array of :data:`OPTIONAL` existed load too: ``alpha_`` is then
 estimated from the saved topic-topic matrix and prevalence
 (:func:`~streamtopic.hyperparameters.estimate_alpha`; a refined model's own ``alpha_`` comes
@@ -17,20 +24,24 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
 from ._io import written_aside
-
-if TYPE_CHECKING:
-    from .model import AnchorTopicModel
+from .fitted import FittedModel, ModelError, check_is_fitted
+from .hyperparameters import estimate_alpha
+from .integrity import array_digest, seal, unsealed
+from .store import checksum_codecs
 
 __all__ = ["ARRAYS", "FORMATS", "MODEL_FORMAT", "OPTIONAL", "is_model", "load_model",
            "save_model"]
 
 MODEL_FORMAT = "streamtopic-model"
-FORMAT_VERSION = 1
+#: 2: digests of the arrays, the vocabulary and the attribute itself
+FORMAT_VERSION = 2
 #: File formats of a saved model.
 FORMATS = ("zarr", "hdf5")
 #: The fitted arrays a model saves: their names in the file, and the estimator's attribute.
@@ -46,7 +57,7 @@ ARRAYS = {
 OPTIONAL = ("alpha",)
 
 
-def _meta(model: AnchorTopicModel) -> dict[str, Any]:
+def _meta(model: FittedModel) -> dict[str, Any]:
     """The model's JSON attribute: its format, parameters, anchor words and record."""
     meta = {
         "format": MODEL_FORMAT,
@@ -78,8 +89,9 @@ def _write_zarr(path: str, arrays: dict[str, np.ndarray], vocab: list[str],
 
     root = zarr.open_group(path, mode="w-")
     for name, arr in arrays.items():
-        root.create_array(name, data=arr)
-    v = root.create_array("vocab", shape=(len(vocab),), dtype=str)
+        root.create_array(name, data=arr, compressors=checksum_codecs())
+    v = root.create_array("vocab", shape=(len(vocab),), dtype=str,
+                          compressors=checksum_codecs())
     v[:] = np.asarray(vocab, dtype=str)
     root.attrs["streamtopic_model"] = meta
 
@@ -95,13 +107,13 @@ def _write_hdf5(path: str, arrays: dict[str, np.ndarray], vocab: list[str],
         f.attrs["streamtopic_model"] = json.dumps(meta)
 
 
-def save_model(model: AnchorTopicModel, path: str | os.PathLike[str],
+def save_model(model: FittedModel, path: str | os.PathLike[str],
                format: str = "zarr") -> None:
     """Save a fitted model to a zarr group or an HDF5 file, written aside then renamed.
 
     Parameters
     ----------
-    model : AnchorTopicModel
+    model : FittedModel
         A fitted model.
     path : path
         Where to write it; an existing model there is replaced.
@@ -114,31 +126,31 @@ def save_model(model: AnchorTopicModel, path: str | os.PathLike[str],
     ValueError
         For another ``format``.
     """
-    from .model import ModelError
-
-    model._check_fitted()
+    check_is_fitted(model)
     path = os.fspath(path)
     if format not in FORMATS:
         raise ValueError(f"format={format!r}: expected 'zarr' or 'hdf5'")
     if os.path.exists(path) and not is_model(path):
         raise ModelError(f"{path}: exists and is not a streamtopic model; not overwritten")
     arrays = {name: np.asarray(getattr(model, attr)) for name, attr in ARRAYS.items()}
+    vocab = [str(w) for w in model.vocab_]
+    meta = _meta(model)
+    meta["digests"] = {name: array_digest(a) for name, a in arrays.items()}
+    meta["digests"]["vocab"] = array_digest(np.asarray(vocab, dtype=str))
     write = _write_zarr if format == "zarr" else _write_hdf5
     with written_aside(path) as tmp:
-        write(tmp, arrays, list(model.vocab_), _meta(model))
+        write(tmp, arrays, vocab, seal(meta))
     _mark_saved(model, path)
 
 
-def _mark_saved(model: AnchorTopicModel, path: str) -> None:
+def _mark_saved(model: FittedModel, path: str) -> None:
     """Remember where the model is on disk (and that file's mtime), so that inference tasks
     load it from there instead of shipping its V×K arrays."""
-    model._saved_at = (os.path.abspath(path), os.stat(path).st_mtime_ns)
+    model.saved_at = (os.path.abspath(path), os.stat(path).st_mtime_ns)
 
 
 def is_model(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` holds a model that loads."""
-    from .model import ModelError
-
     try:
         load_model(path)
     except ModelError:
@@ -152,9 +164,19 @@ def _read_zarr(path: str) -> tuple[Any, dict[str, np.ndarray], list[str]]:
     root: Any = zarr.open_group(path, mode="r")
     meta = root.attrs.get("streamtopic_model")
     _check_format(path, meta)
-    arrays = {name: np.asarray(root[name][:]) for name in ARRAYS
-              if name not in OPTIONAL or name in root}
-    return meta, arrays, [str(t) for t in root["vocab"][:]]
+    names = [n for n in ARRAYS if n not in OPTIONAL or n in root]
+    arrays = {name: np.asarray(_named_read(path, name, lambda n: root[n][:])) for name in names}
+    vocab = _named_read(path, "vocab", lambda n: root[n][:])
+    return meta, arrays, [str(t) for t in vocab]
+
+
+def _named_read(path: str, name: str, read: Any) -> Any:
+    """``read(name)``, its failure (a chunk that fails its checksum or to decode, a missing
+    array) a :class:`~streamtopic.model.ModelError` naming the file and the array."""
+    try:
+        return read(name)
+    except Exception as exc:  # zarr, h5py and the codecs raise many kinds
+        raise ModelError(f"{path}: damaged: {name} cannot be read ({exc})") from exc
 
 
 def _read_hdf5(path: str) -> tuple[Any, dict[str, np.ndarray], list[str]]:
@@ -164,16 +186,50 @@ def _read_hdf5(path: str) -> tuple[Any, dict[str, np.ndarray], list[str]]:
         raw = f.attrs.get("streamtopic_model")
         meta = json.loads(raw) if isinstance(raw, str) else None
         _check_format(path, meta)
-        arrays = {name: f[name][:] for name in ARRAYS if name not in OPTIONAL or name in f}
-        vocab = [x.decode() if isinstance(x, bytes) else str(x) for x in f["vocab"][:]]
+        names = [n for n in ARRAYS if n not in OPTIONAL or n in f]
+        arrays = {name: _named_read(path, name, lambda n: f[n][:]) for name in names}
+        vocab = [x.decode() if isinstance(x, bytes) else str(x)
+                 for x in _named_read(path, "vocab", lambda n: f[n][:])]
     return meta, arrays, vocab
 
 
 def _check_format(path: str, meta: Any) -> None:
-    from .model import ModelError
-
     if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
         raise ModelError(f"{path}: not a streamtopic model")
+    version = meta.get("format_version", 1)
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ModelError(f"{path}: written by a newer streamtopic (model format {version!r}, "
+                         f"this one reads up to {FORMAT_VERSION}); upgrade")
+    if unsealed(meta, required=version >= 2) is False:
+        raise ModelError(f"{path}: damaged: its attributes do not match their digest")
+
+
+def _check_arrays(path: str, meta: dict[str, Any], arrays: dict[str, np.ndarray],
+                  vocab: list[str]) -> None:
+    """Check what a model file holds before anything uses it: each array's (and the
+    vocabulary's) digest (format 2), then the shapes, types and anchor ids. Raises
+    :class:`~streamtopic.model.ModelError` naming the file and the array."""
+    digests = meta.get("digests") or {}
+    named = dict(arrays, vocab=np.asarray(vocab, dtype=str))
+    for name, digest in digests.items():
+        if name not in named:
+            raise ModelError(f"{path}: damaged: {name} is missing")
+        if array_digest(named[name]) != digest:
+            raise ModelError(f"{path}: damaged: {name} does not match its digest (a chunk is "
+                             "missing or altered)")
+    V, K = len(vocab), int(np.asarray(arrays["topic_prevalence"]).size)
+    expected = {"components": (K, V), "anchors": (K,), "topic_prevalence": (K,),
+                "topic_cooccurrence": (K, K), "word_probability": (V,), "alpha": (K,)}
+    for name, shape in expected.items():
+        a = arrays.get(name)
+        if a is None:
+            continue
+        if a.shape != shape or a.dtype.kind not in ("iu" if name == "anchors" else "f"):
+            raise ModelError(f"{path}: damaged: {name} is a {a.shape} array of {a.dtype}; "
+                             f"a model of {K} topics over {V} words has {shape}")
+    anchors = arrays["anchors"]
+    if anchors.size and (int(anchors.min()) < 0 or int(anchors.max()) >= V):
+        raise ModelError(f"{path}: damaged: anchors name words outside its {V} words")
 
 
 def _saved_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -189,29 +245,41 @@ def _saved_params(params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-def load_model(path: str | os.PathLike[str]) -> AnchorTopicModel:
-    """Load a model saved by :func:`save_model` (zarr group or HDF5 file).
+def load_model(path: str | os.PathLike[str],
+               estimator: Callable[..., Any] = SimpleNamespace) -> Any:
+    """Load a model saved by :func:`save_model` (zarr group or HDF5 file): ``estimator``
+    called with the saved parameters, its fitted attributes set from the file.
+
+    ``estimator`` is the class to build: :meth:`AnchorTopicModel.load
+    <streamtopic.model.AnchorTopicModel.load>` passes itself (this module sits below the
+    estimator and does not import it). The default, ``types.SimpleNamespace``, gives the
+    saved parameters and fitted attributes as a plain record.
 
     Raises
     ------
     ModelError
         When ``path`` is missing or holds no streamtopic model.
     """
-    from .model import AnchorTopicModel, ModelError
-
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ModelError(f"{path}: no such model")
     try:
         meta, arrays, vocab = (_read_zarr if os.path.isdir(path) else _read_hdf5)(path)
+        _check_arrays(path, meta, arrays, vocab)
+        return _built(path, meta, arrays, vocab, estimator)
     except ModelError:
         raise
     except Exception as exc:  # foreign files: zarr/h5py raise many kinds
-        raise ModelError(f"{path}: not a streamtopic model ({exc})") from exc
-    model = AnchorTopicModel(**_saved_params(meta["params"]))
-    if "alpha" not in arrays:  # saved before alpha_ existed
-        from .hyperparameters import estimate_alpha
+        raise ModelError(f"{path}: not a streamtopic model, or a damaged one ({exc})"
+                         ) from exc
 
+
+def _built(path: str, meta: dict[str, Any], arrays: dict[str, np.ndarray],
+           vocab: list[str], estimator: Callable[..., Any]) -> Any:
+    """The model of a loaded (and checked) file's contents: ``estimator`` called with the
+    saved parameters, its fitted attributes set."""
+    model = estimator(**_saved_params(meta["params"]))
+    if "alpha" not in arrays:  # saved before alpha_ existed
         arrays["alpha"] = estimate_alpha(arrays["topic_cooccurrence"],
                                          arrays["topic_prevalence"])
     for name, attr in ARRAYS.items():

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ._numeric import safe_inverse
+from .cluster import compute, n_workers, usable_cores
 from .passes import (
     PassGraph,
     QBlocks,
@@ -47,6 +48,7 @@ from .passes import (
     to_scratch,
     upper_blocks,
 )
+from .store import open_read_only
 
 __all__ = [
     "RECOVER_METHODS",
@@ -717,8 +719,6 @@ def recover_in_memory(
 
     from threadpoolctl import threadpool_limits
 
-    from .cluster import usable_cores
-
     K = S.size
     fitted = p > 0
     tol, max_iter = solver_defaults(method, K, tol, max_iter)
@@ -785,8 +785,6 @@ def rows_per_task(V: int, chunk: int, width: int, block_rows: int | None = None)
     the product only."""
     if block_rows is not None:
         return int(block_rows)
-    from .cluster import n_workers
-
     budget = max(64, int(64 * 2**20 / (8 * max(width, 1))))
     target = min(budget, max(64, -(-V // (8 * n_workers()))))
     rows = chunk
@@ -836,8 +834,6 @@ def _recover_original_by_blocks(
     """The original Recover from the anchor columns Y (V×K, written to ``scratch`` by the
     workers) and Q_SS, on the client; then Aᵀ Q A by a pass when ``pinv``."""
     import zarr
-
-    from .cluster import compute
 
     src, anchors, K = g.src, g.anchors, g.K
     ypath = os.path.join(scratch, "Y")
@@ -889,8 +885,6 @@ def _gather_fits(
     blocks and, when ``pinv``, (C diag p)ᵀ Q (C diag p) by a pass as they arrive; then A,
     p(z) and Aᵀ Q A by Bayes' rule on the client."""
     import zarr
-
-    from .cluster import compute
 
     src, V, K = g.src, g.src.V, g.K
     cpath = os.path.join(scratch, "C")
@@ -1093,9 +1087,7 @@ def _product_part(
 
 def _scratch_rows(rows_path: str, r0: int, r1: int) -> tuple[np.ndarray, np.ndarray]:
     """p and the squared norms of Q̄'s rows r0:r1, from the scratch array the client wrote."""
-    from .store import _open_read_only
-
-    stats = np.asarray(_open_read_only(rows_path)[r0:r1])
+    stats = np.asarray(open_read_only(rows_path)[r0:r1])
     return stats[:, 0], stats[:, 1]
 
 

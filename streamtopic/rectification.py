@@ -94,22 +94,12 @@ from ._scratch import hold as _hold
 from ._scratch import owned_dir as _owned_dir
 from ._scratch import owner_of as _owner_of
 from ._scratch import release_owner as _release_owner
+from .cluster import MemoryBudget, compute, current_client, usable_cores
 from .passes import PassGraph, scratch_array, upper_blocks
-from .store import checksum_codecs
+from .progress import Stage
+from .store import DEFAULT_CHUNK, CooccurrenceStore, checksum_codecs
 
 __all__ = ["RECTIFY_METHODS", "RectifyResult", "rectify"]
-
-#: names of the store's cache of rectified arrays, now in :mod:`streamtopic.workspace`
-_MOVED = ("CACHE_DIR", "CacheEntry", "cache_bytes", "cache_entries", "cache_limit",
-          "clear_cache", "open_cache_entry")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:  # the cache moved to workspace (which imports this module)
-        from . import workspace
-
-        return getattr(workspace, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 RECTIFY_METHODS = ("none", "ap", "dr")
 
@@ -605,8 +595,6 @@ class _DaskEngine:
 
     def _run(self, g: PassGraph, layer: Any, label: str) -> list[Any]:
         """Compute a pass: the results of the tasks of ``layer``, in order."""
-        from .cluster import compute
-
         (res,) = compute(g.result(g.total("st-rectify", _collect, layer)),
                          progress=self.progress, label=f"{self.label}: {label}")
         self.passes += 1
@@ -1086,8 +1074,6 @@ def is_complete_array(path: str) -> bool:
 
 def _store_data(path: str) -> bool:
     """Whether ``path`` lies in a co-occurrence store's own data (its versions or vocab)."""
-    from .store import CooccurrenceStore
-
     parent = os.path.dirname(path)
     while parent and parent != os.path.dirname(parent):
         if os.path.isfile(os.path.join(parent, "zarr.json")) and CooccurrenceStore.is_store(
@@ -1118,8 +1104,6 @@ def _as_input(Q: Any) -> tuple[Any, bool, int]:
     V = Q.shape[0]
     if V < 2:
         raise ValueError(f"Q has shape {Q.shape}: needs V >= 2")
-    from .store import DEFAULT_CHUNK
-
     if not is_dask:
         return Q, False, min(V, DEFAULT_CHUNK)
     rows, cols = Q.chunks
@@ -1164,8 +1148,6 @@ class _Source:
 
     @classmethod
     def of(cls, Q: Any) -> _Source:
-        from .store import CooccurrenceStore
-
         store = Q if isinstance(Q, CooccurrenceStore) else None
         arr, is_dask, chunk = _as_input(store.Q if store is not None else Q)
         return cls(arr, store, is_dask, chunk)
@@ -1208,10 +1190,8 @@ def _chooses_in_memory(in_memory: bool | None, method: str, V: int, memory_budge
     ``memory_budget`` and no distributed client runs the work."""
     if in_memory is not None:
         return bool(in_memory)
-    from .cluster import current_client
-
     copies = DENSE_COPIES if method == "dr" else AP_DENSE_COPIES
-    return current_client() is None and copies * 8 * V * V <= memory_budget
+    return current_client() is None and MemoryBudget(memory_budget).holds(V, copies)
 
 
 @contextlib.contextmanager
@@ -1399,13 +1379,9 @@ def _run_in_memory(Q: Any, is_dask: bool, K: int, method: str, n_iter: int,
     import zarr
     from threadpoolctl import threadpool_limits
 
-    from .cluster import compute, current_client, usable_cores
-
     if is_dask and current_client() is None:
         # each block straight into its place: no concatenated copy
         import dask.array as da
-
-        from .progress import Stage
 
         t0 = time.perf_counter()
         Qd = np.empty(Q.shape, dtype=np.float64)

@@ -109,7 +109,13 @@ from typing import Any
 import numpy as np
 
 from ._io import written_aside
+from ._kernels import add_rows, cvb0_estep
 from ._params import Constraint, Interval, validated
+from ._scratch import collect, owned_dir
+from .cluster import compute, delayed_tree, n_workers, persist
+from .corpus import Corpus, read_corpus
+from .progress import Passes, Stage
+from .termmap import term_index, to_global
 
 __all__ = ["RefineResult", "refine_topics"]
 
@@ -244,11 +250,9 @@ def _docs_of(chunks: list[Any], vocab: list[str]) -> _Docs:
     """A partition's chunks (:class:`~streamtopic.corpus.DocChunk`) as :class:`_Docs`."""
     import scipy.sparse as sp
 
-    from .cooccurrence import _term_index, _to_global
-
-    index = _term_index(vocab)
+    index = term_index(vocab)
     V = len(vocab)
-    blocks = [_to_global(ch, index, V)[0] for ch in chunks]
+    blocks = [to_global(ch, index, V)[0] for ch in chunks]
     H = sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, V))
     H.sum_duplicates()
     H = H[np.flatnonzero(np.diff(H.indptr))]  # documents with no token in the vocabulary
@@ -282,8 +286,6 @@ def _estep(docs: _Docs, state: _State | None, beta_path: str, alpha: float,
     documents' expected topic counts (n_docs × K) start from the previous pass' ``state``
     (never modified), extrapolated by their change in that pass, or, when None, from
     uniform; returns the new state and the partition's summary."""
-    from ._kernels import cvb0_estep
-
     beta_t = np.ascontiguousarray(_load_beta(beta_path)[docs.words])  # U×K float32
     K = beta_t.shape[1]
     warm = state is not None
@@ -309,8 +311,6 @@ def _estep_read(chunks: list[Any], vocab: list[str], beta_path: str, alpha: floa
 def _add(V: int, *parts: _Summary) -> _Summary:
     """The sum of partitions' summaries, V×K (``words`` None), in the order given: the same
     bits on every run."""
-    from ._kernels import add_rows
-
     out = np.zeros((V, parts[0][1].shape[1]))
     for p in parts:
         if p[0] is None:
@@ -348,8 +348,6 @@ def _batch_size(weight: np.ndarray, taken: int, tokens: float, target: float) ->
     """Partitions to read next (in ``weight``'s order, from ``taken``) to reach ``target``
     tokens: one per worker first, then as many as the tokens per unit of weight read so far
     predict."""
-    from .cluster import n_workers
-
     left = weight.size - taken
     if not np.isfinite(target):
         return left
@@ -374,9 +372,6 @@ def _cache_sample(corpus: Any, vocab_d: Any, sample_tokens: float, seed: int | N
         Documents and tokens of each.
     """
     from dask import delayed
-
-    from .cluster import compute, persist
-    from .progress import Stage
 
     order = np.random.default_rng(seed).permutation(corpus.npartitions)
     weight = _part_weights(corpus)[order]
@@ -421,12 +416,10 @@ class _Topics:
         tree reduction of those."""
         from dask import delayed
 
-        from .cooccurrence import _tree
-
         add = partial(_add, self.beta.shape[1])
         groups = [delayed(add, pure=True)(*summaries[i:i + ADD_GROUP])
                   for i in range(0, len(summaries), ADD_GROUP)]
-        return groups[0] if len(groups) == 1 else _tree(add, groups)
+        return groups[0] if len(groups) == 1 else delayed_tree(add, groups)
 
     def m_step(self, total: _Summary, eta: float) -> float:
         """β ← (N + η) / (N_k + Vη) from the summed E-step; returns its log-likelihood per
@@ -446,9 +439,6 @@ def _em_on_sample(topics: _Topics, docs: list[Any], *, passes: int | None, max_p
     records them in ``result``; returns the last pass' persisted topic counts N_d per
     partition."""
     from dask import delayed
-
-    from .cluster import compute, persist
-    from .progress import Passes
 
     counts: list[Any] = [None] * len(docs)
     with Passes("refine", passes=passes, max_passes=max_passes, tol=tol,
@@ -481,8 +471,6 @@ def _full_pass(topics: _Topics, corpus: Any, taken: np.ndarray, docs: list[Any],
     topic counts, the other partitions read now), then the M-step over the whole corpus.
     Returns the log-likelihood per token, the tokens and the documents."""
     from dask import delayed
-
-    from .cluster import compute
 
     path = topics.publish()
     cached = [delayed(_estep, nout=2, pure=True)(d, n, path, float(alpha))[1]
@@ -584,16 +572,12 @@ def refine_topics(
     """
     from dask import delayed
 
-    from .corpus import Corpus, read_corpus
-
     beta = np.asarray(components)
     K, V = beta.shape if beta.ndim == 2 else (0, -1)
     if len(vocab) != V:
         raise ValueError(f"vocab has {len(vocab)} words; components have {V} columns")
     c = corpus if isinstance(corpus, Corpus) else read_corpus(corpus)
     vocab_d = delayed(list(vocab), pure=True, traverse=False)
-    from ._scratch import collect, owned_dir
-
     parent = scratch if scratch is not None else tempfile.gettempdir()
     collect(parent, lambda n: n.startswith(REFINE_PREFIX))
     owner = ExitStack()

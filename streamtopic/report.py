@@ -49,12 +49,14 @@ from bokeh.palettes import RdBu11
 from bokeh.plotting import figure
 from bokeh.resources import INLINE
 
+from . import metrics
 from ._io import written_aside
+from .fitted import FittedModel, check_is_fitted
+from .metrics import top_word_ids
+from .store import CooccurrenceStore, StoreError
 
 if TYPE_CHECKING:
     from bokeh.models import LayoutDOM
-
-    from .model import AnchorTopicModel
 
 __all__ = [
     "topic_correlation",
@@ -236,7 +238,7 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _model_rows(model: AnchorTopicModel, model_path: str | None) -> list[list[str]]:
+def _model_rows(model: FittedModel, model_path: str | None) -> list[list[str]]:
     """The model's record: where it is, its size, settings and solver figures."""
     diag = model.diagnostics_
     rows = [["model", os.path.abspath(model_path) if model_path else "(not saved)"],
@@ -271,7 +273,7 @@ def _model_rows(model: AnchorTopicModel, model_path: str | None) -> list[list[st
     return rows
 
 
-def _seconds_rows(model: AnchorTopicModel) -> list[list[str]]:
+def _seconds_rows(model: FittedModel) -> list[list[str]]:
     """Seconds per stage of the fit, and their total."""
     seconds = model.diagnostics_.get("seconds") or {}
     rows = [[str(k), f"{float(v):.2f} s"] for k, v in seconds.items()]
@@ -279,10 +281,8 @@ def _seconds_rows(model: AnchorTopicModel) -> list[list[str]]:
     return rows
 
 
-def _metric_rows(model: AnchorTopicModel, top_words: int) -> list[list[str]]:
+def _metric_rows(model: FittedModel, top_words: int) -> list[list[str]]:
     """Intrinsic metrics of the model (Lee et al.'s), computed from its arrays."""
-    from . import metrics
-
     B = np.asarray(model.components_, dtype=np.float64).T
     rows = [[f"dissimilarity (unique words of the top {top_words})",
              f"{metrics.dissimilarity(B, top_words):.2f}"],
@@ -297,8 +297,6 @@ def _metric_rows(model: AnchorTopicModel, top_words: int) -> list[list[str]]:
 def _store_sections(record: dict[str, Any]) -> list[Section]:
     """The store's record in the model, and its manifest (inputs) when the store is still
     there (opened read-only, without a reader's lease)."""
-    from .store import CooccurrenceStore, StoreError
-
     path = record.get("path")
     rows = [["store", str(path)], ["version fitted", _fmt(record.get("version"))],
             ["documents", _fmt(record.get("n_docs"))], ["store vocabulary", _fmt(record.get("V"))]]
@@ -323,13 +321,13 @@ def _store_sections(record: dict[str, Any]) -> list[Section]:
     return [("Corpus (store)", None, rows), ("Corpus inputs", header, table)]
 
 
-def provenance(model: AnchorTopicModel, model_path: str | os.PathLike[str] | None = None,
+def provenance(model: FittedModel, model_path: str | os.PathLike[str] | None = None,
                top_words: int = 10) -> list[Section]:
     """The report's record of where a model comes from, as tables.
 
     Parameters
     ----------
-    model : AnchorTopicModel
+    model : FittedModel
         A fitted model.
     model_path : path, optional
         Where it was loaded from.
@@ -352,7 +350,7 @@ def provenance(model: AnchorTopicModel, model_path: str | os.PathLike[str] | Non
 # ----------------------------------------------------------------------------- the panels
 
 
-def _labels(model: AnchorTopicModel) -> list[str]:
+def _labels(model: FittedModel) -> list[str]:
     """A topic's name on the axes: its number and anchor word."""
     return [f"{k} {w}" for k, w in enumerate(model.anchor_words_)]
 
@@ -436,7 +434,7 @@ def place_labels(centres: np.ndarray, radii: np.ndarray, widths: np.ndarray, hei
     return choice
 
 
-def _map_figure(model: AnchorTopicModel, top: list[list[str]], width: int,
+def _map_figure(model: FittedModel, top: list[list[str]], width: int,
                 height: int) -> Any:
     """The topic map: MDS of the Jensen–Shannon distances, points sized by p(z), labels
     placed by :func:`place_labels`."""
@@ -474,7 +472,7 @@ def _map_figure(model: AnchorTopicModel, top: list[list[str]], width: int,
     return fig
 
 
-def _heatmap_figure(model: AnchorTopicModel, size: int) -> Any:
+def _heatmap_figure(model: FittedModel, size: int) -> Any:
     """The topic correlation heatmap, topics in :func:`similarity_order`."""
     corr = topic_correlation(model.topic_cooccurrence_)
     order = similarity_order(corr)
@@ -504,7 +502,7 @@ def _heatmap_figure(model: AnchorTopicModel, size: int) -> Any:
     return fig
 
 
-def _prevalence_figure(model: AnchorTopicModel, width: int) -> Any:
+def _prevalence_figure(model: FittedModel, width: int) -> Any:
     """p(z) of each topic, most prevalent first (α_k in the hover when the model has α)."""
     p = np.asarray(model.topic_prevalence_, dtype=np.float64)
     order = np.argsort(-p, kind="stable")
@@ -529,7 +527,7 @@ def _prevalence_figure(model: AnchorTopicModel, width: int) -> Any:
     return fig
 
 
-def _topic_figure(model: AnchorTopicModel, k: int, ids: np.ndarray, n_rows: int,
+def _topic_figure(model: FittedModel, k: int, ids: np.ndarray, n_rows: int,
                   width: int) -> Any:
     """Topic k's top words (ids, most probable first) as horizontal bars of p(w | z), its
     anchor word in :data:`ANCHOR_COLOUR` (added below the top words when not among them)."""
@@ -561,7 +559,7 @@ def _topic_figure(model: AnchorTopicModel, k: int, ids: np.ndarray, n_rows: int,
     return fig
 
 
-def _topics_grid(model: AnchorTopicModel, top_ids: np.ndarray) -> Any:
+def _topics_grid(model: FittedModel, top_ids: np.ndarray) -> Any:
     """Every topic's :func:`_topic_figure`, :data:`TOPIC_COLUMNS` a row."""
     outside = [int(model.anchors_[k]) not in top_ids[k] for k in range(len(top_ids))]
     n_rows = top_ids.shape[1] + int(any(outside))
@@ -599,7 +597,7 @@ def _table(header: Sequence[str] | None, rows: Sequence[Sequence[str]]) -> str:
         "</table>"
 
 
-def _header_div(model: AnchorTopicModel, model_path: str | None) -> Div:
+def _header_div(model: FittedModel, model_path: str | None) -> Div:
     """The page's title, a one-line summary and the key to the colours."""
     store = model.diagnostics_.get("store") or {}
     name = os.path.basename(os.path.normpath(model_path)) if model_path else "topic model"
@@ -613,7 +611,7 @@ def _header_div(model: AnchorTopicModel, model_path: str | None) -> Div:
     return Div(text=text, width=PAGE_WIDTH)
 
 
-def _topics_div(model: AnchorTopicModel, top: list[list[str]]) -> Div:
+def _topics_div(model: FittedModel, top: list[list[str]]) -> Div:
     """A table of the topics: anchor word, p(z), α (when known) and top words."""
     alpha = getattr(model, "alpha_", None)
     header = ["topic", "anchor word", "p(z)"] + (["α"] if alpha is not None else []) + \
@@ -636,14 +634,14 @@ def _provenance_div(sections: list[Section]) -> Div:
 # ----------------------------------------------------------------------------- the report
 
 
-def report_layout(model: AnchorTopicModel, *, top_words: int = 10,
+def report_layout(model: FittedModel, *, top_words: int = 10,
                   model_path: str | os.PathLike[str] | None = None) -> LayoutDOM:
     """The report's Bokeh layout: header, topic map and correlation heatmap, prevalence,
     the topics' top words, the topics' table and the provenance.
 
     Parameters
     ----------
-    model : AnchorTopicModel
+    model : FittedModel
         A fitted model (``components_`` K×V, ``topic_cooccurrence_`` K×K, ...).
     top_words : int
         Words shown per topic.
@@ -654,11 +652,9 @@ def report_layout(model: AnchorTopicModel, *, top_words: int = 10,
     -------
     bokeh.models.LayoutDOM
     """
-    model._check_fitted()
+    check_is_fitted(model)
     if top_words < 1:
         raise ValueError(f"top_words={top_words!r}: must be >= 1")
-    from .metrics import top_word_ids
-
     path = os.fspath(model_path) if model_path is not None else None
     top_ids = top_word_ids(model.components_, top_words)
     top = [[model.vocab_[i] for i in ids] for ids in top_ids]
@@ -678,14 +674,14 @@ def report_layout(model: AnchorTopicModel, *, top_words: int = 10,
     )
 
 
-def write_report(model: AnchorTopicModel, path: str | os.PathLike[str], *,
+def write_report(model: FittedModel, path: str | os.PathLike[str], *,
                  top_words: int = 10, model_path: str | os.PathLike[str] | None = None) -> str:
     """Write the HTML report of a model: one self-contained file (Bokeh's resources inlined,
     no network access needed), written aside and renamed into place.
 
     Parameters
     ----------
-    model : AnchorTopicModel
+    model : FittedModel
         A fitted model.
     path : path
         The HTML file to write (replaced if it is a file).

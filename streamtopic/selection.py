@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from .cluster import usable_cores
+from .passes import QBlocks
 from .store import (
     DOC_LENGTH,
     MIRRORED,
@@ -43,6 +45,7 @@ from .store import (
     StoreError,
     write_q_block,
 )
+from .vocabulary import resolve_stop_words
 
 __all__ = ["FIT_KEEP_N", "FIT_MAX_DF", "FIT_MIN_DF", "FIT_STOP_WORDS", "Selection",
            "derive_store", "select_words", "selected_store"]
@@ -106,11 +109,9 @@ class Selection:
     def stop_set(self) -> frozenset[str]:
         """The words ``stop_words`` drops (ValueError naming ``stop_words`` if it is a string
         that is neither 'english', 'none' nor a file)."""
-        from .vocabulary import _resolve_stop_words
-
         if self.stop_words is None:
             return frozenset()
-        return _resolve_stop_words(self.stop_words)
+        return resolve_stop_words(self.stop_words)
 
     def record(self) -> dict[str, Any]:
         """The settings as JSON (the model's provenance)."""
@@ -233,7 +234,7 @@ def derive_store(source: CooccurrenceStore, ids: np.ndarray, path: str,
     terms = [source.vocab[i] for i in ids.tolist()]
     target = CooccurrenceStore.create(path, terms, chunk_size=min(ids.size, source.chunk_size),
                                       config=dict(source.config, selection=record))
-    head = source._head()  # the head's counts (the store's own record of them)
+    head = source.head_record()  # the head's counts (the store's own record of them)
     dropped = np.setdiff1d(np.arange(source.V), ids)
     oov = int(head.get("n_oov_tokens", 0)) + int(np.asarray(source.word_counts)[dropped].sum())
     txn = target.begin()
@@ -266,12 +267,9 @@ def _copy_blocks(source: CooccurrenceStore, ids: np.ndarray, target: Cooccurrenc
     Returns the blocks written, their non-zeros, the blocks of each stored kind other than
     dense (``SPARSE``, ``MIRRORED``, ``MIRRORED_DENSE``) and the total of the new stored sum
     (summed in a fixed order: deterministic)."""
-    from .cluster import usable_cores
-    from .passes import QBlocks
-
     src = QBlocks.from_store(source)
     src.scale = 1.0  # the stored sum itself, not Q
-    arr = target._staging_q(txn)  # as from_array writes its blocks
+    arr = target.staging_q(txn)  # as from_array writes its blocks
     nb = target.n_blocks
 
     def job(ij: tuple[int, int]) -> tuple[int, bool, float]:

@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._numeric import safe_inverse
+from .cluster import compute
 from .passes import PassGraph, QBlocks, scratch_array, spread_out, sum_arrays, upper_blocks
 
 if TYPE_CHECKING:
@@ -125,8 +126,6 @@ def sketch_points(
     candidates but for words without mass."""
     import zarr
 
-    from .cluster import compute
-
     xpath, spath = os.path.join(scratch, "sketch"), os.path.join(scratch, "sketch-stats")
     # unoptimised: the graph is already coarse, and optimising it drops the parts'
     # priority annotations
@@ -149,8 +148,6 @@ def sketch_points(
 def exact_points(Q: Any, frequent: np.ndarray | None, *, progress: bool = False) -> AnchorPoints:
     """The row statistics, the candidates and Q̄ itself (V×V, in memory) as their points,
     from Q (V×V dask array) read whole."""
-    from .cluster import compute
-
     (Qn,) = compute(Q, progress=progress, label="sketch (exact)")
     p = Qn.sum(axis=1)
     inv = safe_inverse(p)
@@ -164,8 +161,6 @@ def row_sums_and_norms(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Row sums p (V,) of Q (V×V dask array) and squared row norms of Q̄ (V,), in one pass
     over Q."""
-    from .cluster import compute
-
     s, sq = compute(Q.sum(axis=1), (Q * Q).sum(axis=1), progress=progress,
                     label="row sums", bytes_read=bytes_read)
     p = np.asarray(s, dtype=np.float64)

@@ -31,7 +31,6 @@ so an incremental update rewrites only what changed.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import logging
@@ -41,14 +40,18 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 import zarr
 
-from ._locking import FileLock, is_locked, owner_record
-from .doccache import DamagedCacheError, PartitionRecord, read_partition
+from ._locking import FileLock, owner_record
+from ._scratch import disk_bytes
+from .cluster import usable_cores
+from .doccache import DamagedCacheError, PartitionRecord, partition_path, read_partition
+from .integrity import array_digest, chain_digest, seal, unsealed
+from .manifest import ManifestError, ManifestMark, append_manifest, read_manifest
 
 __all__ = ["StoreError", "CachedPartition", "CooccurrenceStore", "DEFAULT_CHUNK"]
 
@@ -58,8 +61,12 @@ FORMAT = "streamtopic-cooccurrence"
 #: 2: the manifest carries its digest (``sources_digest``), which readers then require;
 #: 3: sparse blocks (``S/``), listed in the head's ``sparse_blocks``;
 #: 4: dense blocks below the diagonal read as their mirror image transposed
-#: (``mirrored_dense_blocks``), and the token cache (``D/``, :mod:`streamtopic.doccache`)
-FORMAT_VERSION = 4
+#: (``mirrored_dense_blocks``), and the token cache (``D/``, :mod:`streamtopic.doccache`);
+#: 5: digests (:mod:`streamtopic.integrity`): the root's metadata and each version's are
+#: sealed, each version records the digests of its arrays and of the vocabulary's first V
+#: words; the manifest is appended per version to ``manifest.jsonl``
+#: (:mod:`streamtopic.manifest`)
+FORMAT_VERSION = 5
 DEFAULT_CHUNK = 2048
 #: A block with fewer non-zeros than this share of its entries is stored sparse (CSR)
 SPARSE_BELOW = 0.25
@@ -72,7 +79,7 @@ DENSE, SPARSE, MIRRORED, MIRRORED_DENSE = 0, 1, 2, 3
 #: The head's record of the blocks of each stored kind (the others are DENSE)
 _KIND_RECORDS = (("sparse_blocks", SPARSE), ("mirrored_blocks", MIRRORED),
                  ("mirrored_dense_blocks", MIRRORED_DENSE))
-_LOCK = ".streamtopic.lock"
+LOCK_FILE = ".streamtopic.lock"
 
 
 class StoreError(ValueError):
@@ -110,7 +117,7 @@ class _WriterLock:
     of the same name."""
 
     def __init__(self, root: str) -> None:
-        self.path = os.path.join(root, _LOCK)
+        self.path = os.path.join(root, LOCK_FILE)
         self._lock = FileLock(self.path)
 
     @property
@@ -150,10 +157,8 @@ class _Lease:
 
     def __init__(self, root: str, version: int) -> None:
         folder = os.path.join(root, _READERS)
-        if not os.path.isdir(folder):
+        if not os.path.isdir(folder):  # with the umask: never writable by every user
             os.makedirs(folder, exist_ok=True)
-            with contextlib.suppress(OSError):  # readers of every user take leases here
-                os.chmod(folder, 0o1777)
         name = uuid.uuid4().hex
         tmp = os.path.join(folder, f".tmp-{name}")
         self.path = os.path.join(folder, f"{name}.json")
@@ -193,7 +198,11 @@ def _read_head(root: str) -> int | None:
 def live_leases(root: str, *, collect: bool = False) -> list[int] | None:
     """The versions named by live readers' leases of the store at ``root``; with ``collect``
     (a writer, holding the lock), the files of dead readers are removed. None when a lease
-    cannot be probed or read (then nothing may be deleted)."""
+    cannot be probed or read (then nothing may be deleted).
+
+    Entries are opened without following links and without blocking
+    (:func:`probe_lease`): anything in ``readers/`` that is not a regular file (a FIFO, a
+    socket, a link) is no lease, and is removed when collecting."""
     folder = os.path.join(root, _READERS)
     try:
         entries = list(os.scandir(folder))
@@ -204,29 +213,78 @@ def live_leases(root: str, *, collect: bool = False) -> list[int] | None:
     versions: list[int] = []
     try:
         for entry in entries:
-            if entry.name.startswith(".tmp-"):  # a lease being made, or its reader killed
-                if collect and _age(entry.path) > 60 and not is_locked(entry.path):
-                    _remove_quietly(entry.path)
-                continue
-            if not entry.name.endswith(".json"):
+            tmp = entry.name.startswith(".tmp-")  # a lease being made, or its reader killed
+            if not tmp and not entry.name.endswith(".json"):
                 continue
             try:
-                locked = is_locked(entry.path)
+                state = probe_lease(entry.path)
+            except ValueError:  # a lease being written
+                if not tmp:
+                    raise
+                state = 0
             except PermissionError:  # another user's lease: live unless a day old
                 if _age(entry.path) > STALE_LEASE:
                     continue
                 raise
-            if not locked:
-                if collect:
+            if state is None or (state == -1 and not (tmp and _age(entry.path) <= 60)):
+                if collect:  # no lease (not a regular file), or a dead reader's
                     _remove_quietly(entry.path)
                 continue
-            with open(entry.path) as fh:
-                versions.append(int(json.load(fh)["version"]))
+            if not tmp:
+                versions.append(state)
     except FileNotFoundError:  # released meanwhile: look again
         return live_leases(root, collect=collect)
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return versions
+
+
+#: The largest lease file read (a lease is a line of JSON)
+_LEASE_BYTES = 4096
+
+
+def probe_lease(path: str) -> int | None:
+    """What the file at ``path`` in ``readers/`` is: the version a live lease names (>= 0;
+    a lease being made names 0 until it is written), -1 for a dead reader's lease (its lock
+    is free), or None for anything that is not a regular file. The file is opened with
+    ``O_NOFOLLOW | O_NONBLOCK``, so neither a link nor a FIFO can redirect or hang the
+    probe, and at most 4 KiB of it is read.
+
+    Raises
+    ------
+    FileNotFoundError
+        The file went away meanwhile.
+    PermissionError
+        It cannot be opened (another user's lease).
+    ValueError
+        A live lease whose content is not a lease's.
+    """
+    import fcntl
+    import stat
+
+    if not stat.S_ISREG(os.lstat(path).st_mode):  # not even opened: a socket, a device
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO):  # replaced by a link, or a socket
+            return None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # held: a live reader
+            raw = os.pread(fd, _LEASE_BYTES + 1, 0)
+            if not raw:
+                return 0
+            if len(raw) > _LEASE_BYTES:
+                raise ValueError(f"{path}: longer than a lease") from None
+            return int(json.loads(raw)["version"])
+        return -1
+    finally:
+        os.close(fd)  # also drops the probe's own lock
 
 
 def _age(path: str) -> float:
@@ -277,25 +335,45 @@ def _sparse_path(version: int, rows: slice, cols: slice) -> str:
 
 
 def _read_sparse(root: str, version: int, rows: slice, cols: slice) -> sp.csr_matrix:
-    """A sparse block, from its one array of bytes (:func:`_sparse_bytes`)."""
+    """A sparse block, from its one array of bytes (:func:`_sparse_bytes`), checked before
+    scipy sees it (:func:`_sparse_parts`)."""
     arr = zarr.open_array(store=root, path=_sparse_path(version, rows, cols), mode="r")
+    if arr.ndim != 1 or arr.dtype != np.uint8:
+        raise ValueError(f"a sparse block stored as {arr.dtype} of {arr.ndim} dimensions")
     raw = np.asarray(arr[:])
     shape = (rows.stop - rows.start, cols.stop - cols.start)
+    if raw.size >= 24 and int(raw[8:16].view(np.int64)[0]) == 0:
+        return sp.csr_matrix(shape)  # the chunk file is gone: zarr reads its fill value
+    data, indptr, indices = _sparse_parts(raw, shape)
+    if indptr.size - 1 < shape[0]:  # written before the vocabulary grew: new rows empty
+        indptr = np.r_[indptr, np.full(shape[0] - indptr.size + 1, indptr[-1], np.int32)]
+    return sp.csr_matrix((data, indices, indptr), shape=shape)
+
+
+def _sparse_parts(raw: np.ndarray, shape: tuple[int, int]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The values, row pointers and column indices (int32) of a sparse block's bytes, after
+    checking everything scipy's compiled code trusts: the sizes, the row pointers (from 0 to
+    nnz, never decreasing) and every column index within the block. Raises ValueError."""
+    if raw.size < 24:
+        raise ValueError(f"a sparse block of {raw.size} bytes")
     nnz, n_rows, wide = (int(x) for x in raw[:24].view(np.int64))
-    if n_rows == 0:  # the chunk file is gone: zarr reads its fill value (an empty block)
-        return sp.csr_matrix(shape)
-    o = 24
-    data = raw[o : o + 8 * nnz].view(np.float64)
-    o += 8 * nnz
+    width = 4 if wide else 2
+    if wide not in (0, 1) or not 0 <= nnz <= shape[0] * shape[1] or not 0 < n_rows <= shape[0]:
+        raise ValueError(f"a sparse block's header records {nnz} non-zeros in {n_rows} rows "
+                         f"of a {shape[0]}×{shape[1]} block")
+    if raw.size != 24 + 8 * nnz + 4 * (n_rows + 1) + width * nnz:
+        raise ValueError(f"a sparse block of {raw.size} bytes; its header describes another "
+                         "size")
+    o = 24 + 8 * nnz
+    data = raw[24:o].view(np.float64)
     indptr = raw[o : o + 4 * (n_rows + 1)].view(np.int32)
-    o += 4 * (n_rows + 1)
-    indices = raw[o:].view(np.int32 if wide else np.uint16)
-    if n_rows > shape[0] or indices.size != nnz:
-        raise ValueError(f"a sparse block of {n_rows} rows and {indices.size} indices, "
-                         f"expected {shape[0]} and {nnz}")
-    if n_rows < shape[0]:  # written before the vocabulary grew: the new rows are empty
-        indptr = np.r_[indptr, np.full(shape[0] - n_rows, indptr[-1], np.int32)]
-    return sp.csr_matrix((data, indices.astype(np.int32), indptr), shape=shape)
+    indices = raw[o + 4 * (n_rows + 1):].view(np.int32 if wide else np.uint16)
+    if indptr[0] != 0 or indptr[-1] != nnz or np.any(np.diff(indptr) < 0):
+        raise ValueError("a sparse block's row pointers are inconsistent")
+    if nnz and (int(indices.min()) < 0 or int(indices.max()) >= shape[1]):
+        raise ValueError("a sparse block's column indices fall outside it")
+    return data, indptr, indices.astype(np.int32)
 
 
 def _sparse_bytes(S: sp.csr_matrix) -> np.ndarray:
@@ -330,30 +408,53 @@ def read_q_block(
     try:
         if sparse == MIRRORED:
             out: Any = _read_sparse(root, version, cols, rows).T.tocsr()
-            empty = out.nnz == 0
+            count = out.nnz
         elif sparse == MIRRORED_DENSE:
-            arr = zarr.open_array(store=root, path=f"{_vname(version)}/Q", mode="r")
+            arr = dense_q(root, version)
             out = np.ascontiguousarray(_read_padded(arr, cols, rows).T)
-            empty = not out.any()
+            count = int(np.count_nonzero(out))
             sparse = DENSE  # returned dense, as stored
         elif sparse:
             out = _read_sparse(root, version, rows, cols)
-            empty = out.nnz == 0
+            count = out.nnz
         else:
-            arr = zarr.open_array(store=root, path=f"{_vname(version)}/Q", mode="r")
+            arr = dense_q(root, version)
             out = _read_padded(arr, rows, cols)
-            empty = not out.any()
+            count = int(np.count_nonzero(out))
     except Exception as exc:  # zarr, blosc and crc32c raise several types
         raise _damage(root, version, rows, cols, f"cannot be read ({exc})") from exc
-    if nnz > 0 and empty:
-        raise _damage(root, version, rows, cols,
-                      f"is missing (the store recorded {nnz:,} non-zeros)")
+    _check_count(root, version, rows, cols, count, nnz)
     if scale != 1.0:
         if sparse:
             out.data *= scale
         else:
             out *= scale
     return out.toarray() if sparse and not stored_form else out
+
+
+def _check_count(root: str, version: int, rows: slice, cols: slice, count: int,
+                 nnz: int) -> None:
+    """Raise :class:`StoreError` when a block read holds ``count`` non-zeros and the store
+    recorded ``nnz`` (-1: unknown): a lost chunk reads as zeros, or as an edited fill
+    value."""
+    if nnz > 0 and count == 0:
+        raise _damage(root, version, rows, cols,
+                      f"is missing (the store recorded {nnz:,} non-zeros)")
+    if nnz >= 0 and count != nnz:
+        raise _damage(root, version, rows, cols,
+                      f"holds {count:,} non-zeros; the store recorded {nnz:,}")
+
+
+def dense_q(root: str, version: int) -> zarr.Array:
+    """A version's dense array of Q, opened and checked: square, float64, in square chunks
+    (:meth:`CooccurrenceStore.check_q_arrays` checks its size against the store's). Raises
+    ValueError for anything else, before a block is decoded into a buffer of that shape."""
+    arr = zarr.open_array(store=root, path=f"{_vname(version)}/Q", mode="r")
+    if (arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.dtype != np.float64
+            or arr.chunks[0] != arr.chunks[1]):
+        raise ValueError(f"{_vname(version)}/Q is a {arr.shape} array of {arr.dtype} in "
+                         f"chunks of {arr.chunks}, not a square float64 array")
+    return arr
 
 
 def _read_padded(arr: zarr.Array, rows: slice, cols: slice) -> np.ndarray:
@@ -446,7 +547,12 @@ def read_array_dense(
         if v <= 0:
             return None
         if v not in arrays:
-            arrays[v] = zarr.open_array(store=root, path=f"{_vname(v)}/Q", mode="r")
+            assert root is not None
+            try:
+                arrays[v] = dense_q(root, v)
+            except Exception as exc:  # zarr raises several types for damaged metadata
+                raise StoreError(f"{root}: {_vname(v)}/Q cannot be read ({exc}); the store "
+                                 "is damaged (see `streamtopic verify`)") from exc
         return arrays[v]
 
     def job(ij: tuple[int, int]) -> None:
@@ -471,9 +577,9 @@ def read_array_dense(
                 view[...] = _read_padded(src, *sel)
         except Exception as exc:  # zarr, blosc and crc32c raise several types
             raise _damage(str(root or arr.store), v, *sel, f"cannot be read ({exc})") from exc
-        if expected > 0 and not view.any():
-            raise _damage(str(root or arr.store), v, *sel,
-                          f"is missing (the store recorded {expected:,} non-zeros)")
+        if expected >= 0:
+            _check_count(str(root or arr.store), v, *sel, int(np.count_nonzero(view)),
+                         expected)
         if scale != 1.0:
             view *= scale
 
@@ -481,8 +587,6 @@ def read_array_dense(
     if block_versions is not None:  # open every version's array once, before the threads
         for i, j in blocks:
             source(i, j)
-    from .cluster import usable_cores
-
     n = threads or usable_cores()
     with ThreadPoolExecutor(max(1, min(n, len(blocks)))) as pool:
         list(pool.map(job, blocks))
@@ -520,7 +624,7 @@ def _q_block_task(
 _READ_ONLY: dict[str, zarr.Array] = {}
 
 
-def _open_read_only(path: str) -> zarr.Array:
+def open_read_only(path: str) -> zarr.Array:
     """A zarr array opened once per process (its metadata is read once, not per block)."""
     arr = _READ_ONLY.get(path)
     if arr is None:
@@ -528,6 +632,52 @@ def _open_read_only(path: str) -> zarr.Array:
             _READ_ONLY.clear()
         arr = _READ_ONLY[path] = zarr.open_array(path, mode="r")
     return arr
+
+
+def _crc_problem(path: str) -> str | None:
+    """What is wrong with a chunk file that ends with its CRC-32C checksum (zarr's
+    ``crc32c`` codec), or None: read whole, its checksum computed, nothing decoded."""
+    import google_crc32c
+
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if len(raw) < 4 or google_crc32c.value(raw[:-4]) != int.from_bytes(raw[-4:], "little"):
+        return "fails its CRC-32C checksum (truncated or altered)"
+    return None
+
+
+_SEE_VERIFY = "; the store is damaged (see `streamtopic verify`)"
+
+
+def _reason(exc: Exception, path: str) -> str:
+    """An error's message without the store path it starts with, nor the advice to run
+    ``streamtopic verify`` it ends with."""
+    msg = str(exc)
+    msg = msg[len(path) + 2:] if msg.startswith(f"{path}: ") else msg
+    return msg[: -len(_SEE_VERIFY)] if msg.endswith(_SEE_VERIFY) else msg
+
+
+def _damaged(path: str, what: str) -> StoreError:
+    return StoreError(f"{path}: {what}{_SEE_VERIFY}")
+
+
+def _checked_meta(path: str, meta: Any) -> dict[str, Any]:
+    """The root's metadata, checked: its digest (required from format 5 on), and the vocabulary
+    size, chunk size and head as positive integers, before anything sizes an array by them."""
+    meta = dict(meta)
+    sealed = unsealed(meta, required=int(meta.get("format_version", 1)) >= 5)
+    if sealed is False:
+        raise _damaged(path, "its metadata (zarr.json) does not match its digest")
+    for key, least in (("V", 1), ("chunk", 1), ("head", 0)):
+        value = meta.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise _damaged(path, f"its metadata records {key} = {value!r}")
+    return meta
 
 
 class CooccurrenceStore:
@@ -565,11 +715,12 @@ class CooccurrenceStore:
                 f"{path}: written by a newer streamtopic (store format "
                 f"{meta.get('format_version')}, this one reads up to {FORMAT_VERSION}); upgrade"
             )
-        self._meta: dict[str, Any] = dict(meta)
+        self._meta: dict[str, Any] = _checked_meta(path, meta)
         self._vocab: list[str] | None = None
         self._head_attrs: dict[str, Any] | None = None
         self._lease: _Lease | None = None
         self._finalizer: Any = None
+        self._q_checked = False
 
     # ------------------------------------------------------------------ opening and creating
 
@@ -679,9 +830,10 @@ class CooccurrenceStore:
         if c < 1:
             raise ValueError(f"chunk_size={chunk_size!r}: must be positive")
         root = zarr.open_group(path, mode="w-")
-        varr = root.create_array("vocab", shape=(V,), dtype=str, chunks=(min(V, 2**16),))
+        varr = root.create_array("vocab", shape=(V,), dtype=str, chunks=(min(V, 2**16),),
+                                 compressors=checksum_codecs())
         varr[:] = np.asarray(list(vocab), dtype=str)
-        root.attrs["streamtopic"] = {
+        root.attrs["streamtopic"] = seal({
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
             "uid": uuid.uuid4().hex,
@@ -689,7 +841,7 @@ class CooccurrenceStore:
             "chunk": c,
             "head": 0,
             "config": config or {},
-        }
+        })
         return cls(path, root)
 
     @classmethod
@@ -749,12 +901,28 @@ class CooccurrenceStore:
             raise
         return store
 
+    # ------------------------------------------------------- for ingest and the selection
+
+    def reload(self) -> None:
+        """Read the store's metadata again (a writer, once it holds the lock)."""
+        self._reload()
+
+    def head_record(self) -> dict[str, Any]:
+        """The record of the version this object reads: its counts, sources and totals."""
+        return self._head()
+
+    def staging_q(self, txn: Transaction) -> zarr.Array:
+        """The staging array of Q's blocks of an open transaction."""
+        return self._staging_q(txn)
+
     # ------------------------------------------------------------------ reading
 
     def _reload(self) -> None:
         self._root = zarr.open_group(self.path, mode="r")
-        self._meta = dict(cast(dict[str, Any], self._root.attrs["streamtopic"]))
+        self._meta = _checked_meta(self.path, self._root.attrs.get("streamtopic"))
         self._head_attrs = None
+        self._vocab = None
+        self._q_checked = False
 
     @property
     def uid(self) -> str:
@@ -787,10 +955,27 @@ class CooccurrenceStore:
 
     @property
     def vocab(self) -> list[str]:
+        """The V words, checked against the digest the head records (format 5)."""
         if self._vocab is None:
-            # the array may hold words of a later version (or of a round that failed) past V
-            self._vocab = [str(t) for t in np.asarray(_array(self._root, "vocab")[: self.V])]
+            words = self._vocab_words(self.V)
+            recorded = self._recorded_digests().get("vocab")
+            if recorded is not None and array_digest(words) != recorded:
+                raise _damaged(self.path, "its vocabulary does not match its digest (a chunk "
+                               "is missing or altered)")
+            self._vocab = [str(t) for t in words]
         return self._vocab
+
+    def _vocab_words(self, V: int) -> np.ndarray:
+        """The first ``V`` words of the vocabulary array (it may hold words of a later
+        version, or of a round that failed, past the head's V), as an array of str."""
+        node = self._node("vocab")
+        if not isinstance(node, zarr.Array) or node.ndim != 1 or node.shape[0] < V:
+            raise _damaged(self.path, f"its vocabulary is not an array of at least {V:,} "
+                           "words")
+        try:
+            return np.asarray([str(t) for t in np.asarray(node[:V])], dtype=str)
+        except Exception as exc:  # a chunk that fails its checksum or to decode
+            raise _damaged(self.path, f"its vocabulary cannot be read ({exc})") from exc
 
     def _head(self) -> dict[str, Any]:
         if self._head_attrs is None:
@@ -800,8 +985,36 @@ class CooccurrenceStore:
                     "n_replaced_bytes": 0, "sources": [], "counts_known": True,
                 }
             else:
-                self._head_attrs = dict(self._node(_vname(self.version)).attrs)
+                self._head_attrs = self._version_attrs(self.version)
         return self._head_attrs
+
+    def _version_attrs(self, version: int) -> dict[str, Any]:
+        """A version's metadata, checked: its digest (:func:`~streamtopic.integrity.seal`;
+        the head's must be the one the root records), and for the head its vocabulary and
+        chunk sizes and counts."""
+        attrs = dict(self._node(_vname(version)).attrs)
+        where = f"{_vname(version)}/zarr.json"
+        expected = self._meta.get("head_digest") if version == self.version else None
+        if unsealed(attrs, self.uid, required=expected is not None) is False or (
+                expected is not None and attrs.get("digest") != expected):
+            raise _damaged(self.path, f"{where} does not match its digest")
+        if version != self.version:
+            return attrs
+        if attrs.get("V", self.V) != self.V or attrs.get("chunk", self.chunk_size) != \
+                self.chunk_size:
+            raise _damaged(self.path, f"{where} records V = {attrs.get('V')} and chunk size "
+                           f"{attrs.get('chunk')}; the root records {self.V} and "
+                           f"{self.chunk_size}")
+        for key in ("n_docs", "n_tokens", "n_skipped_docs", "n_oov_tokens"):
+            value = attrs.get(key, 0)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise _damaged(self.path, f"{where} records {key} = {value!r}")
+        return attrs
+
+    def _recorded_digests(self) -> dict[str, str]:
+        """The digests of the head's arrays (format 5; {} before)."""
+        recorded = self._head().get("arrays", {})
+        return recorded if isinstance(recorded, dict) else {}
 
     def _node(self, path: str) -> Any:
         """The zarr group or array ``path`` of this store; a missing or unreadable one is a
@@ -828,8 +1041,29 @@ class CooccurrenceStore:
 
     @property
     def sources(self) -> list[dict[str, Any]]:
-        """The manifest: one entry per ingested input (path, sha256, counts, version)."""
-        return list(self._head()["sources"])
+        """The manifest: one entry per ingested input (path, sha256, counts, version),
+        checked against its digest (:meth:`check_manifest`)."""
+        return self.check_manifest()
+
+    def _manifest_mark(self) -> ManifestMark:
+        """What the head records of the manifest (format 5; an empty mark before)."""
+        recorded = self._head().get("manifest")
+        try:
+            return ManifestMark() if recorded is None else ManifestMark.from_dict(recorded)
+        except ManifestError as exc:
+            raise _damaged(self.path, str(exc)) from None
+
+    def _documents_chain(self) -> str:
+        """The hash chain of the cached partitions' records up to the head: recorded from
+        format 5 on, computed (and checked) from the versions' records otherwise."""
+        recorded = self._head().get("documents_chain")
+        if isinstance(recorded, str):
+            return recorded
+        chain = ""
+        for v in self._head().get("document_versions", []):
+            listed = self._version_attrs(int(v)).get("documents", [])
+            chain = chain_digest(chain, json.dumps([int(v), listed]).encode())
+        return chain
 
     def cached_partitions(self) -> list[CachedPartition]:
         """The partitions of text documents this version holds as (word id, count) pairs
@@ -840,11 +1074,21 @@ class CooccurrenceStore:
         by_version: dict[int, list[dict[str, Any]]] = {}
         for s in self.sources:
             by_version.setdefault(int(s.get("version", 0)), []).append(s)
-        for v in self._head().get("document_versions", []):
-            attrs = self._node(_vname(int(v))).attrs
-            for values in attrs.get("documents", []):
-                out.append(CachedPartition(int(v), PartitionRecord.from_list(values),
-                                           tuple(by_version.get(int(v), ()))))
+        chain = ""
+        try:
+            for v in self._head().get("document_versions", []):
+                listed = self._version_attrs(int(v)).get("documents", [])
+                chain = chain_digest(chain, json.dumps([int(v), listed]).encode())
+                for values in listed:
+                    out.append(CachedPartition(int(v), PartitionRecord.from_list(values),
+                                               tuple(by_version.get(int(v), ()))))
+        except (TypeError, ValueError) as exc:
+            raise _damaged(self.path, f"a malformed record of cached documents ({exc})"
+                           ) from None
+        recorded = self._head().get("documents_chain")
+        if recorded is not None and recorded != chain:
+            raise _damaged(self.path, "the records of its cached documents do not match "
+                           "their digest")
         return out
 
     def read_cached(self, part: CachedPartition) -> Any:
@@ -881,7 +1125,22 @@ class CooccurrenceStore:
     def _vector(self, name: str) -> np.ndarray:
         if self.version == 0:
             return np.zeros(self.V, np.int64)
-        return np.asarray(self._read(f"{_vname(self.version)}/{name}"))
+        return self._checked_array(name, (self.V,))
+
+    def _checked_array(self, name: str, shape: tuple[int, ...], part: int | None = None
+                       ) -> np.ndarray:
+        """The head's array ``name``, checked: its shape, and (format 5) the digest of its
+        content (of its first ``part`` entries), which a lost chunk, read as zeros, fails."""
+        path = f"{_vname(self.version)}/{name}"
+        values = self._read(path)
+        if values.shape != shape:
+            raise _damaged(self.path, f"{path} has shape {values.shape}, expected {shape}")
+        values = values if part is None else values[:part]
+        recorded = self._recorded_digests().get(name)
+        if recorded is not None and array_digest(values) != recorded:
+            raise _damaged(self.path, f"{path} does not match its digest (a chunk is missing "
+                           "or altered)")
+        return values
 
     def _read(self, path: str) -> np.ndarray:
         """All of the array ``path`` (see :meth:`_node` for its errors)."""
@@ -905,7 +1164,36 @@ class CooccurrenceStore:
         """(nb, nb) int array: the version holding each block of Q (0: zero block)."""
         if self.version == 0:
             return np.zeros((self.n_blocks, self.n_blocks), np.int32)
-        return self._read(f"{_vname(self.version)}/block_versions")
+        out = self._checked_array("block_versions", (self.n_blocks, self.n_blocks))
+        if out.dtype.kind not in "iu" or (out.size and (out.min() < 0
+                                                         or out.max() > self.version)):
+            raise _damaged(self.path, f"{_vname(self.version)}/block_versions names versions "
+                           f"outside 0…{self.version}")
+        if not self._q_checked:
+            self.check_q_arrays(out)
+            self._q_checked = True
+        return out
+
+    def check_q_arrays(self, block_versions: np.ndarray) -> None:
+        """Check the dense array of Q of every version that ``block_versions`` (nb×nb) names
+        before any block of it is read: square float64 in (c × c) chunks, V_v × V_v for the
+        V_v words that version had (the head: this store's V; format 5 records each
+        version's), never larger than V. Raises :class:`StoreError` naming the array."""
+        for v in np.unique(block_versions[block_versions > 0]).tolist():
+            path = f"{_vname(v)}/Q"
+            try:
+                arr = dense_q(self.path, v)
+                V_v = self.V if v == self.version else self._node(_vname(v)).attrs.get("V")
+            except StoreError:
+                raise
+            except Exception as exc:  # zarr raises several types for damaged metadata
+                raise _damaged(self.path, f"{path} cannot be read ({exc})") from exc
+            n = arr.shape[0]
+            if arr.chunks != (self.chunk_size,) * 2 or n > self.V or (
+                    V_v is not None and n != V_v):
+                raise _damaged(self.path, f"{path} has shape {arr.shape} in chunks of "
+                               f"{arr.chunks}; the store has V = {self.V} in chunks of "
+                               f"{self.chunk_size}")
 
     @property
     def block_nnz(self) -> np.ndarray | None:
@@ -916,9 +1204,20 @@ class CooccurrenceStore:
             return None if self.version > 0 else np.zeros((self.n_blocks,) * 2, np.int64)
         out = np.zeros((self.n_blocks, self.n_blocks), np.int64)
         for key, n in recorded.items():
-            i, j = (int(x) for x in key.split(","))
+            i, j = self._block_key(key)
             out[i, j] = int(n)
         return out
+
+    def _block_key(self, key: Any) -> tuple[int, int]:
+        """Block (i, j) from its record's key ``"i,j"``, checked against the block grid."""
+        try:
+            i, j = (int(x) for x in str(key).split(","))
+        except ValueError:
+            i = j = -1
+        if not (0 <= i < self.n_blocks and 0 <= j < self.n_blocks):
+            raise _damaged(self.path, f"{_vname(self.version)} records a block {key!r} "
+                           f"outside its {self.n_blocks}×{self.n_blocks} blocks")
+        return i, j
 
     @property
     def block_sparse(self) -> np.ndarray:
@@ -929,8 +1228,7 @@ class CooccurrenceStore:
         head = self._head()
         for name, kind in _KIND_RECORDS:
             for key in head.get(name, ()):
-                i, j = (int(x) for x in key.split(","))
-                out[i, j] = kind
+                out[self._block_key(key)] = kind
         return out
 
     def _dask(self, scale: float) -> Any:
@@ -975,8 +1273,14 @@ class CooccurrenceStore:
         c, V = self.chunk_size, self.V
         if self.version == 0 or not bv.any():
             return np.zeros((V, V))
-        head = zarr.open_array(store=self.path, path=f"{_vname(self.version)}/Q", mode="r")
-        assert head.chunks == (c, c)
+        try:
+            head = dense_q(self.path, self.version)
+        except Exception as exc:  # zarr raises several types for damaged metadata
+            raise _damaged(self.path, f"{_vname(self.version)}/Q cannot be read ({exc})"
+                           ) from exc
+        if head.shape != (V, V) or head.chunks != (c, c):
+            raise _damaged(self.path, f"{_vname(self.version)}/Q has shape {head.shape} in "
+                           f"chunks of {head.chunks}, expected ({V}, {V}) in ({c}, {c})")
         return read_array_dense(head, scale=scale, block_versions=bv, root=self.path,
                                 threads=threads, block_nnz=self.block_nnz,
                                 block_sparse=self.block_sparse)
@@ -1001,8 +1305,6 @@ class CooccurrenceStore:
         """
         from concurrent.futures import ThreadPoolExecutor
 
-        from .cluster import usable_cores
-
         ids = np.asarray(ids, dtype=np.int64)
         if ids.ndim != 1 or np.any(np.diff(ids) <= 0) or (
                 ids.size and (ids[0] < 0 or ids[-1] >= self.V)):
@@ -1011,17 +1313,18 @@ class CooccurrenceStore:
         out = np.zeros((n, n))
         if n == 0 or not self.q_total > 0:
             return out
-        from .passes import QBlocks
-
-        src = QBlocks.from_store(self)
+        nb, bv, scale = -(-self.V // c), self.block_versions, 1.0 / self.q_total
+        nnz, sparse = self.block_nnz, self.block_sparse
         # positions in ``ids`` of each block's words: block b holds ids[bounds[b]:bounds[b+1]]
-        bounds = np.searchsorted(ids, np.arange(src.n_blocks + 1) * c)
-        wanted = [b for b in range(src.n_blocks) if bounds[b + 1] > bounds[b]]
+        bounds = np.searchsorted(ids, np.arange(nb + 1) * c)
+        wanted = [b for b in range(nb) if bounds[b + 1] > bounds[b]]
 
         def job(ij: tuple[int, int]) -> None:
             i, j = ij
             ri, rj = slice(bounds[i], bounds[i + 1]), slice(bounds[j], bounds[j + 1])
-            block = src.block(i, j)
+            block = read_q_block(self.path, int(bv[i, j]), *self.block_slices(i, j), scale,
+                                 int(nnz[i, j]) if nnz is not None else -1,
+                                 sparse=int(sparse[i, j]) if sparse is not None else 0)
             part = block[np.ix_(ids[ri] - i * c, ids[rj] - j * c)]
             out[ri, rj] = part
             if i != j:
@@ -1048,8 +1351,6 @@ class CooccurrenceStore:
         """A summary: V, documents, tokens, density, size on disk, sources."""
         bv = self.block_versions
         nnz_blocks = int(np.count_nonzero(bv))
-        from ._scratch import disk_bytes
-
         disk = disk_bytes(self.path)  # tolerates files a concurrent writer removes meanwhile
         head = self._head()
         nnz = int(head.get("nnz", 0))
@@ -1074,13 +1375,31 @@ class CooccurrenceStore:
             "missing_blocks": self.missing_blocks(),
             "token_cache": self._cache_info(),
             "sources": self.sources,
+            "problems": self.check_chunks(),
         }
+
+    def check_chunks(self) -> list[str]:
+        """The quick check of ``streamtopic info``: the head's counts, block map, vocabulary
+        and unkept words match their digests, and every chunk file of its blocks of Q and
+        of its cached documents exists and matches its CRC-32C checksum (each file is read,
+        not decoded: a pass over the bytes on disk). Returns the problems found."""
+        problems: list[str] = []
+        try:
+            self.check_arrays()
+        except StoreError as exc:
+            problems.append(_reason(exc, self.path))
+        files = self._block_files(np.ones((self.n_blocks,) * 2, dtype=bool))
+        files += [os.path.join(self.path, *partition_path(p.version, p.record.part).split("/"),
+                               "c.0") for p in self.cached_partitions()]
+        for f in sorted(set(files)):
+            problem = _crc_problem(f)
+            if problem is not None:
+                problems.append(f"{os.path.relpath(f, self.path)}: {problem}")
+        return problems
 
     def _cache_info(self) -> dict[str, int]:
         """The cached text documents (:mod:`streamtopic.doccache`): partitions, documents,
         (document, word) entries, tokens and bytes on disk."""
-        from ._scratch import disk_bytes
-
         parts = self.cached_partitions()
         versions = {p.version for p in parts}
         return {"partitions": len(parts), "n_docs": sum(p.record.n_docs for p in parts),
@@ -1101,27 +1420,43 @@ class CooccurrenceStore:
                     self.path, int(bv[i, j]), *self.block_slices(i, j), self.chunk_size,
                     int(sparse[i, j])))]
 
-    def verify(self, *, inputs: bool = False, threads: int | None = None) -> list[str]:
+    def check_arrays(self) -> None:
+        """Read the head's block map, counts, document frequencies, vocabulary and unkept
+        words, each checked against its shape and digest; raise :class:`StoreError` naming
+        the first that fails. What every reader of the store relies on, checked at once."""
+        _ = (self.block_versions, self.block_nnz, self.block_sparse, self.word_counts,
+             self.doc_freq, self.vocab, self.unkept_words)
+
+    def check_blocks_present(self) -> None:
+        """Raise :class:`StoreError` naming the first block of Q recorded with non-zeros
+        whose chunk file is gone (:meth:`missing_blocks`: a ``stat`` per block)."""
+        missing = self.missing_blocks()
+        if missing:
+            i, j, v = missing[0]
+            rows, cols = self.block_slices(i, j)
+            more = f", and {len(missing) - 1} more blocks'" if len(missing) > 1 else ""
+            raise _damage(self.path, v, rows, cols, f"is missing (its chunk file is gone{more})")
+
+    def verify(self, *, threads: int | None = None) -> list[str]:
         """Check the version this object reads, and return the problems found (none: []).
 
         Every stored block of Q is read and decoded, which checks its CRC-32C checksum, and
         its non-zeros are counted against the store's record, so a lost or corrupted chunk is
         found. The counts must be readable; for a store built by ingest, the entries of the
         stored sum must add up to the document count (each document's Q_d sums to 1); the
-        manifest must match its digest. With ``inputs``, every recorded input must also
-        exist with its recorded content (:func:`~streamtopic.corpus.verify_recorded_inputs`).
+        manifest must match its digest. That every recorded input exists with its recorded
+        content is checked above the store (:func:`~streamtopic.corpus.input_problems`).
         """
         from concurrent.futures import ThreadPoolExecutor
 
-        from .cluster import usable_cores
-
         problems: list[str] = []
         try:
-            bv = self.block_versions
-            _ = self.word_counts, self.doc_freq
+            self.check_arrays()
+            bv, recorded, sparse = self.block_versions, self.block_nnz, self.block_sparse
+        except StoreError as exc:
+            return [_reason(exc, self.path)]
         except Exception as exc:
             return [f"version {self.version}: its counts cannot be read ({exc})"]
-        recorded, sparse = self.block_nnz, self.block_sparse
         jobs = [(i, j) for i, j in np.argwhere(bv > 0).tolist()]
 
         def check(ij: tuple[int, int]) -> tuple[float, str | None]:
@@ -1157,22 +1492,11 @@ class CooccurrenceStore:
             self.check_manifest()
         except StoreError as exc:
             problems.append(str(exc).split(": ", 1)[-1])
-        else:
-            if not inputs:
-                return problems
-            from .corpus import verify_recorded_inputs
-
-            try:
-                verify_recorded_inputs(self)
-            except StoreError as exc:
-                problems.append(str(exc))
         return problems
 
     def _verify_cached(self, threads: int | None) -> list[str]:
         """The problems of the cached documents: each partition read and checked."""
         from concurrent.futures import ThreadPoolExecutor
-
-        from .cluster import usable_cores
 
         try:
             parts = self.cached_partitions()
@@ -1190,17 +1514,28 @@ class CooccurrenceStore:
             return [p for p in pool.map(check, parts) if p is not None]
 
     def check_manifest(self) -> list[dict[str, Any]]:
-        """The manifest of inputs, if it is the one the store wrote: its digest must match
-        (stores of format 2 and later must have one). A check against accidental and hand
-        edits; whoever can rewrite the store can also recompute the digest.
+        """The manifest of inputs, if it is the one the store wrote: from format 5 on, each
+        line of ``manifest.jsonl`` up to the head's end must match the hash chain the head
+        records (:mod:`streamtopic.manifest`); before, the list in the head's metadata must
+        match its digest (stores of format 2 and later must have one). A check against
+        accidental and hand edits; whoever can rewrite the store can also recompute it.
 
         Raises
         ------
         StoreError
             A missing or mismatched digest.
         """
-        sources = self.sources
-        digest = self._head().get("sources_digest")
+        head = self._head()
+        if "manifest" in head:
+            try:
+                sources = read_manifest(self.path, self._manifest_mark())
+            except ManifestError as exc:
+                raise StoreError(f"{self.path}: the manifest of inputs does not match its "
+                                 f"digest (edited or damaged: {exc}), so its inputs are not "
+                                 "read") from None
+            return sources
+        sources = list(head.get("sources", []))
+        digest = head.get("sources_digest")
         required = int(self._meta.get("format_version", 1)) >= 2 and self.version > 0
         if (digest is None and required) or (
                 digest is not None and digest != sources_digest(self.uid, sources)):
@@ -1307,69 +1642,93 @@ class CooccurrenceStore:
             grp = zarr.open_group(self.path, mode="r+")
             vg = _group(grp, txn.group_path)
             V = txn.V or self.V
-            bv = _padded(self.block_versions, -(-V // self.chunk_size))
+            bv = padded_block_map(self.block_versions, -(-V // self.chunk_size))
             for i, j in written:
                 bv[i, j] = number
-            self._write_vectors(vg, bv, word_counts, doc_freq, V)
-            self._write_unkept(vg, unkept)
+            digests = self._write_vectors(vg, bv, word_counts, doc_freq, V)
+            unkept_digest, n_unkept = self._write_unkept(vg, unkept)
+            digests.update(unkept_digest)
+            digests["vocab"] = array_digest(self._vocab_words(V))
             records = _block_records(head, written, block_nnz or {},
                                      {SPARSE: sparse, MIRRORED: mirrored,
                                       MIRRORED_DENSE: mirrored_dense})
-            sources = list(head["sources"]) + [dict(s, version=number) for s in new_sources]
             added = {"n_docs": n_docs, "n_tokens": n_tokens, "n_skipped_docs": n_skipped_docs,
                      "n_oov_tokens": n_oov_tokens, "n_replaced_bytes": n_replaced_bytes}
             attrs: dict[str, Any] = {k: int(head[k]) + int(v) for k, v in added.items()}
-            attrs.update({
-                "number": number,
-                **records,
-                "sources": sources,
-                "sources_digest": sources_digest(self.uid, sources),
-                "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "counts_known": bool(head.get("counts_known", True)),
-                "documents": [r.as_list() for r in documents],
-                "document_versions": list(head.get("document_versions", []))
-                + ([number] if documents else []),
-            })
+            attrs.update(n_unkept)
+            attrs.update(number=number, V=V, chunk=self.chunk_size, arrays=digests, **records,
+                         **self._appended_records(number, new_sources, documents))
             attrs.update(extra or {})
+            attrs = seal(attrs, self.uid)
             vg.attrs.update(attrs)
             # the switch: one atomic rewrite of the root zarr.json
-            grp.attrs["streamtopic"] = dict(self._meta, head=number, V=V,
-                                            format_version=FORMAT_VERSION)
+            grp.attrs["streamtopic"] = seal(dict(
+                self._meta, head=number, V=V, format_version=FORMAT_VERSION,
+                head_digest=attrs["digest"]))
             txn.committed = True
             self._reload()
             self._collect_after_commit()
         finally:
             txn.finish()
 
+    def _appended_records(self, number: int, new_sources: Sequence[dict[str, Any]],
+                          documents: Sequence[PartitionRecord]) -> dict[str, Any]:
+        """A new version's records of what only grows: the manifest (its line appended,
+        :mod:`streamtopic.manifest`) and the cached partitions (its own, the versions that
+        hold any, and the hash chain of their records)."""
+        head = self._head()
+        mark = self._manifest_mark()
+        if "manifest" not in head and head.get("sources"):  # a store of format 4 or older
+            mark = append_manifest(self.path, mark, self.check_manifest())
+        mark = append_manifest(self.path, mark, [dict(s, version=number) for s in new_sources])
+        chain = self._documents_chain()
+        listed = [r.as_list() for r in documents]
+        if documents:
+            chain = chain_digest(chain, json.dumps([number, listed]).encode())
+        return {
+            "manifest": mark.as_dict(),
+            "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "counts_known": bool(head.get("counts_known", True)),
+            "documents": listed,
+            "document_versions": list(head.get("document_versions", []))
+            + ([number] if documents else []),
+            "documents_chain": chain,
+        }
+
     def _write_vectors(self, vg: zarr.Group, bv: np.ndarray, word_counts: np.ndarray,
-                       doc_freq: np.ndarray, V: int) -> None:
+                       doc_freq: np.ndarray, V: int) -> dict[str, str]:
         """A round's block map (nb×nb) and its per-word totals (V,): the head's (zeros for
         the words the round adds) plus the round's ``word_counts`` and ``doc_freq``, each
-        chunk checksummed."""
+        chunk checksummed. Returns each array's digest (:func:`array_digest`)."""
         chunks = (min(V, 2**20),)
-        vg.create_array("block_versions", data=bv.astype(np.int32),
-                        compressors=checksum_codecs())
+        bv = bv.astype(np.int32)
+        vg.create_array("block_versions", data=bv, compressors=checksum_codecs())
+        digests = {"block_versions": array_digest(bv)}
         for name, head, added in (("word_counts", self.word_counts, word_counts),
                                   ("doc_freq", self.doc_freq, doc_freq)):
             total = np.zeros(V, np.int64)
             total[: head.size] = head
-            vg.create_array(name, data=total + np.asarray(added, np.int64), chunks=chunks,
-                            compressors=checksum_codecs())
+            total += np.asarray(added, np.int64)
+            vg.create_array(name, data=total, chunks=chunks, compressors=checksum_codecs())
+            digests[name] = array_digest(total)
+        return digests
 
-    def _write_unkept(self, vg: zarr.Group, round_unkept: Sequence[str] | None) -> None:
+    def _write_unkept(self, vg: zarr.Group, round_unkept: Sequence[str] | None
+                      ) -> tuple[dict[str, str], dict[str, int]]:
         """The version's record of the words read but not kept: the head's plus the
         round's, less the vocabulary (sorted strings); none if the head has none and this
-        is not the first round, or the round did not collect its own."""
+        is not the first round, or the round did not collect its own. Returns its digest
+        (of the words, :func:`array_digest`) and the version's record of their number."""
         head = self.unkept_words
         if round_unkept is None or (head is None and self.version > 0):
-            return
+            return {}, {}
         words = sorted((set(head or ()) | set(round_unkept)).difference(self.vocab))
         arr = vg.create_array("unkept", shape=(max(1, len(words)),), dtype=str,
                               chunks=(max(1, min(len(words), 2**18)),),
                               compressors=checksum_codecs())
         if words:
             arr[:] = np.asarray(words, dtype=str)
-        vg.attrs["n_unkept"] = len(words)
+        return {"unkept": array_digest(np.asarray(words, dtype=str))}, {"n_unkept": len(words)}
 
     @property
     def unkept_words(self) -> list[str] | None:
@@ -1381,7 +1740,10 @@ class CooccurrenceStore:
         n = self._head().get("n_unkept")
         if n is None:
             return None
-        return [str(t) for t in self._read(f"{_vname(self.version)}/unkept")[:n]]
+        if not isinstance(n, int) or n < 0:
+            raise _damaged(self.path, f"{_vname(self.version)} records {n!r} unkept words")
+        words = self._checked_array("unkept", (max(1, n),), part=n)
+        return [str(t) for t in words]
 
     def _collect_after_commit(self) -> None:
         """:meth:`cleanup` after a commit, best effort: the round is committed whatever
@@ -1456,7 +1818,7 @@ class CooccurrenceStore:
                     del vg[arr_name]
             used = np.zeros((self.n_blocks, self.n_blocks), dtype=bool)
             for bv in maps.values():
-                used |= _padded(bv, self.n_blocks) == number
+                used |= padded_block_map(bv, self.n_blocks) == number
             for i, j in np.argwhere(~used).tolist():
                 rows, cols = self.block_slices(i, j)
                 for kind in (DENSE, SPARSE):  # a mirrored block's files are its mirror's
@@ -1495,7 +1857,7 @@ def _block_records(
             **{name: sorted(keys) for name, keys in kinds.items()}}
 
 
-def _padded(block_map: np.ndarray, nb: int) -> np.ndarray:
+def padded_block_map(block_map: np.ndarray, nb: int) -> np.ndarray:
     """A copy of an (n, n) block map grown to (nb, nb) with zeros (a version with more words
     has more blocks; an earlier version's map covers the first ones)."""
     out = np.zeros((nb, nb), dtype=block_map.dtype)
@@ -1558,5 +1920,5 @@ def looks_like_store(path: str | os.PathLike[str]) -> bool:
     return os.path.isdir(path) and (
         os.path.isfile(os.path.join(path, "zarr.json"))
         or os.path.isdir(os.path.join(path, "versions"))
-        or os.path.lexists(os.path.join(path, _LOCK))
+        or os.path.lexists(os.path.join(path, LOCK_FILE))
     )

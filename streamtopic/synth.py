@@ -60,6 +60,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._io import remove_path, temp_beside, written_aside
+from .cluster import current_client, n_workers
+from .corpus import HDF5CorpusWriter
+from .model import AnchorTopicModel
+from .store import CooccurrenceStore, remove_store
+from .vocabulary import Tokenizer
 
 __all__ = [
     "SeedLike",
@@ -334,8 +339,6 @@ def topics_from_model(path: str | os.PathLike[str]) -> tuple[np.ndarray, list[st
     vocab : list of str, length V
         The model's words, one per row of ``A``.
     """
-    from .model import AnchorTopicModel
-
     model = AnchorTopicModel.load(path)
     A = np.array(np.asarray(model.components_, dtype=np.float64).T, order="C")
     if not np.all(np.isfinite(A)):
@@ -786,8 +789,6 @@ def population_store(
         ``second_moment`` (``"exact"`` or ``"monte_carlo"``), ``monte_carlo`` (bool),
         ``n_samples`` (0 when exact) and ``store_version``.
     """
-    from .store import CooccurrenceStore
-
     A = _check_topics(A)
     V, K = A.shape
     terms = _check_vocab(vocab, V, "hdf5")
@@ -1063,8 +1064,6 @@ def _check_vocab(vocab: Sequence[str] | None, V: int, fmt: str) -> list[str]:
     if joined.count("\n") != V - 1 or "\r" in joined:
         raise ValueError("vocab terms must not contain line breaks")
     if fmt in ("text", "jsonl"):
-        from .vocabulary import Tokenizer
-
         if Tokenizer()(" ".join(terms)) != terms:
             raise ValueError(
                 f"format={fmt!r} needs terms that the default tokenizer reads back unchanged: "
@@ -1233,8 +1232,6 @@ def _parallel_pieces(
     ``max_in_flight // 2`` units run through ``dask.compute`` (the configured scheduler,
     threads by default), the next window computing while the previous one is written.
     """
-    from .cluster import current_client
-
     bounds = _unit_bounds(n_docs, model.unit_docs)
     client = current_client()
     if client is not None:
@@ -1404,8 +1401,6 @@ def _write(
     enc = _encoder(format, terms)
     if parallel:
         if max_in_flight is None:
-            from .cluster import n_workers
-
             max_in_flight = 2 * n_workers()
         pieces = _parallel_pieces(model, enc, root, n_docs, int(max_in_flight))
     else:
@@ -1437,8 +1432,6 @@ def _write(
 def _write_hdf5(
     path: str, pieces: Iterator[_Piece], terms: list[str], block_docs: int
 ) -> tuple[int, int]:
-    from .corpus import HDF5CorpusWriter
-
     n_tokens = nnz = 0
     with HDF5CorpusWriter(path, vocab=terms) as writer:
         batch: list[sp.csr_matrix] = []
@@ -1866,8 +1859,6 @@ def _topics_meta(
 def _check_population_path(pop_path: str) -> None:
     """Refuse to replace anything at ``pop_path`` but a co-occurrence store."""
     if os.path.exists(pop_path):
-        from .store import CooccurrenceStore
-
         if not CooccurrenceStore.is_store(pop_path):
             raise FileExistsError(f"{pop_path}: exists and is not a co-occurrence store")
 
@@ -1877,8 +1868,6 @@ def _write_population(
 ) -> dict[str, Any]:
     """:func:`population_store` at ``pop_path``, replacing a store of a previous run; its
     Monte Carlo draws use the stream of ``seed`` (synthesize's root) kept for them."""
-    from .store import remove_store
-
     if os.path.exists(pop_path):
         remove_store(pop_path)
     return population_store(pop_path, A, law, seed=_child(seed, _POPULATION_KEY), **kwargs)

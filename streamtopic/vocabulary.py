@@ -139,7 +139,7 @@ def read_vocab_file(path: str | os.PathLike[str]) -> list[str]:
     return terms
 
 
-def _resolve_stop_words(stop_words: str | Iterable[str] | None) -> frozenset[str]:
+def resolve_stop_words(stop_words: str | Iterable[str] | None) -> frozenset[str]:
     if stop_words is None or stop_words == "english":
         return ENGLISH_STOP_WORDS
     if isinstance(stop_words, str):
@@ -216,7 +216,7 @@ class Tokenizer:
             object.__setattr__(self, "stop_words", "english")
         elif not isinstance(sw, str):
             object.__setattr__(self, "stop_words", tuple(sorted(sw)))
-        object.__setattr__(self, "_stops", _resolve_stop_words(self.stop_words))
+        object.__setattr__(self, "_stops", resolve_stop_words(self.stop_words))
         try:
             regex = re.compile(self.token_pattern)
         except re.error as exc:

@@ -20,17 +20,20 @@ import re
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from . import _scratch, cluster
 from ._locking import FileLock, is_locked, owner_record
+from ._random import resolve_seed
 from ._scratch import collect as _collect_debris
 from ._scratch import disk_bytes as _disk_bytes
 from ._scratch import hold as _hold
 from ._scratch import release_owner as _release_owner
 from .rectification import WORK_PATTERN, is_complete_array, is_zarr_array
+from .store import CooccurrenceStore
 
 if TYPE_CHECKING:
     from .store import CooccurrenceStore
@@ -63,12 +66,10 @@ def fit_scratch(root: str, store_path: str) -> Iterator[str]:
     """The fit's own scratch directory under ``root``, after the debris of killed fits is
     collected (:func:`collect_fit_debris`): owned by this process while the block runs, then
     removed. A directory that cannot be written is a one-line error naming it."""
-    from ._scratch import owned_dir
-
     collect_fit_debris(root, store_path)
     with ExitStack() as stack:
         try:
-            path = stack.enter_context(owned_dir(root, FIT_PREFIX))
+            path = stack.enter_context(_scratch.owned_dir(root, FIT_PREFIX))
         except OSError as exc:
             raise ValueError(
                 f"{root}: cannot write the fit's scratch there ({exc.strerror or exc}); "
@@ -81,12 +82,10 @@ def collect_fit_debris(root: str, store_path: str) -> int:
     """Remove what killed fits left: their scratch directories under ``root`` (owner lock
     free), and in the store (when writable) the scratch of fits of earlier versions
     (``.scratch/fit-*``, an hour old) and partial rectified arrays. Bytes freed."""
-    from ._scratch import collect
-
-    freed = collect(root, lambda n: n.startswith(FIT_PREFIX))
+    freed = _collect_debris(root, lambda n: n.startswith(FIT_PREFIX))
     legacy = os.path.join(store_path, ".scratch")
     if os.path.isdir(legacy):
-        freed += collect(legacy, lambda n: n.startswith("fit-"))
+        freed += _collect_debris(legacy, lambda n: n.startswith("fit-"))
         with suppress(OSError):  # left if not empty (or read-only)
             os.rmdir(legacy)
     cache = os.path.join(store_path, CACHE_DIR)
@@ -109,9 +108,10 @@ class RectifiedTarget:
 
 def rectified_key(version: int, n_topics: int, method: str, n_iter: int,
                   seed: int | None) -> str:
-    """The name of a rectified Q in a store's cache: ``v000003-K20-ap-15-seed0``."""
-    return (f"v{version:06d}-K{n_topics}-{method}-{n_iter}"
-            f"-seed{seed if seed is not None else 'none'}")
+    """The name of a rectified Q in a store's cache: ``v000003-K20-ap-15-seed0``; the seed
+    as a fit resolves it (:func:`~streamtopic._random.resolve_seed`: None is the default
+    seed, whose rectified Q it is)."""
+    return f"v{version:06d}-K{n_topics}-{method}-{n_iter}-seed{resolve_seed(seed)}"
 
 
 def rectified_target(store: CooccurrenceStore, key: str, scratch: str,
@@ -133,12 +133,40 @@ def rectified_target(store: CooccurrenceStore, key: str, scratch: str,
         Releases the entry when the fit ends.
     """
 
+    made = not os.path.isdir(os.path.join(store.path, CACHE_DIR))
     entry = open_cache_entry(store.path, key, version=store.version,
                              limit=cache_limit(store.q_bytes()), reserve=8 * store.V * store.V)
     if entry is None:
+        if made:
+            _remove_empty(os.path.join(store.path, CACHE_DIR))
         return RectifiedTarget(os.path.join(scratch, "rectified", key), False, False)
-    stack.callback(entry.release)
+    stack.push(_released(entry, os.path.join(store.path, CACHE_DIR) if made else None))
     return RectifiedTarget(entry.path, True, entry.reused)
+
+
+def _released(entry: CacheEntry, made: str | None) -> Callable[..., bool]:
+    """What ends a fit's hold on its cache entry: the lock released; and when the fit failed
+    and had the entry to write, the entry, its lock file and (``made``) the cache directory
+    it created removed: a refused or failed fit leaves nothing in the store."""
+
+    def release(exc_type: Any, exc: Any, tb: Any) -> bool:
+        if exc_type is None or entry.reused:
+            entry.release()
+            return False
+        shutil.rmtree(entry.path, ignore_errors=True)
+        _release_owner(entry.lock)
+        if made is not None:
+            _remove_empty(made)
+        return False
+
+    return release
+
+
+def _remove_empty(path: str) -> None:
+    try:
+        os.rmdir(path)
+    except OSError:  # not empty (another fit's entry), or gone
+        pass
 
 
 def _local_hosts() -> set[str]:
@@ -163,12 +191,10 @@ def _local_hosts() -> set[str]:
 def runs_on_this_host() -> bool:
     """Whether the fit's work runs on this machine: no distributed client, or a client whose
     workers all run on this host (their scratch can then be a local temporary directory)."""
-    from .cluster import _workers, current_client
-
-    client = current_client()
+    client = cluster.current_client()
     if client is None:
         return True
-    addresses = list(_workers(client))
+    addresses = list(cluster.scheduler_workers(client))
     if not addresses:
         return False
     from distributed.comm import get_address_host
@@ -249,8 +275,6 @@ def _cache_root(store_path: str | os.PathLike[str]) -> tuple[str, int, int]:
     StoreError
         When ``store_path`` is not a store.
     """
-    from .store import CooccurrenceStore
-
     store = CooccurrenceStore.open(store_path, lease=False)
     return os.path.join(store.path, CACHE_DIR), int(store.version), int(store.q_bytes())
 

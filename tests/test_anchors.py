@@ -421,8 +421,8 @@ def test_the_estimator_fits_with_lp_anchors(tmp_path, make_population_store):
 def test_lp_anchors_leave_q_unrectified_unless_asked():
     """LP's noise thresholds need the noise that rectification removes: with 'lp' the
     default rectification is none, whatever the method; an explicit one is kept."""
-    s = st.AnchorTopicModel(6, anchor_method="lp")._validate_params()
+    s = st.AnchorTopicModel(6, anchor_method="lp").fit_settings()
     assert (s.anchor_method, s.rectify) == ("lp", "none")
     asked = st.AnchorTopicModel(6, anchor_method="lp", rectify="ap")
-    assert asked._validate_params().rectify == "ap"
-    assert st.AnchorTopicModel(6)._validate_params().rectify == "ap"
+    assert asked.fit_settings().rectify == "ap"
+    assert st.AnchorTopicModel(6).fit_settings().rectify == "ap"

@@ -338,7 +338,7 @@ def test_spread_shares_tasks_out_largest_first_to_the_worker_that_finishes_first
     assert cl.spread([3.0, 1.0]) == [{}, {}]
     workers = {"tcp://b": {"nthreads": 1}, "tcp://a": {"nthreads": 1}}
     monkeypatch.setattr(cl, "current_client", lambda: object())
-    monkeypatch.setattr(cl, "_workers", lambda client: workers)
+    monkeypatch.setattr(cl, "scheduler_workers", lambda client: workers)
     costs = [3.0, 5.0, 1.0, 4.0, 3.0]
     homes = cl.spread(costs)
     assert all(h["allow_other_workers"] is True and len(h["workers"]) == 1 for h in homes)
@@ -353,7 +353,7 @@ def test_spread_shares_tasks_out_largest_first_to_the_worker_that_finishes_first
     workers["tcp://a"]["nthreads"] = 3
     picks = [h["workers"][0] for h in cl.spread([1.0] * 8)]
     assert picks.count("tcp://a") == 6 and picks.count("tcp://b") == 2
-    monkeypatch.setattr(cl, "_workers", lambda client: {"tcp://a": {"nthreads": 4}})
+    monkeypatch.setattr(cl, "scheduler_workers", lambda client: {"tcp://a": {"nthreads": 4}})
     assert cl.spread([1.0, 2.0]) == [{}, {}]  # one worker: nothing to share out
 
 
@@ -372,7 +372,7 @@ def test_sketch_parts_are_shared_out_over_the_workers(monkeypatch, tmp_path):
     path = str(tmp_path / "q.zarr")
     zarr.create_array(path, shape=(10, 10), chunks=(4, 4), dtype="f8")[:] = np.eye(10)
     monkeypatch.setattr(cl, "current_client", lambda: object())
-    monkeypatch.setattr(cl, "_workers", lambda client: {"tcp://a": {"nthreads": 1},
+    monkeypatch.setattr(cl, "scheduler_workers", lambda client: {"tcp://a": {"nthreads": 1},
                                                         "tcp://b": {"nthreads": 1}})
     sums = write_sketch(QBlocks.from_zarr(path), 3, 0, *scratch("a"))
     (layer,) = [lay for name, lay in sums.dask.layers.items() if "parts" in name]

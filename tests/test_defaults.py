@@ -10,7 +10,7 @@ import pytest
 import streamtopic as st
 from streamtopic import synth
 from streamtopic.metrics import matched_l1
-from streamtopic.model import METHODS, AnchorTopicModel, _Settings, spectral_in_memory
+from streamtopic.model import METHODS, AnchorTopicModel, FitSettings, spectral_in_memory
 
 V, K = 600, 8
 
@@ -69,7 +69,7 @@ def test_core_stages_in_memory_equal_the_store_path(corpus, recover):
     ref = AnchorTopicModel(K, method="plain", seed=0, anchor_min_df=0, **kw).fit(store_path)
     Q = store.read_dense()
     Q /= Q.sum()
-    s = _Settings(**kw, refine_passes=0, core_size="all")
+    s = FitSettings(**kw, refine_passes=0, core_size="all")
     got = spectral_in_memory(Q, K, s, seed=0, seconds={})
     np.testing.assert_array_equal(got.anchors.anchors, ref.anchors_)
     np.testing.assert_allclose(got.A.T, ref.components_, atol=1e-9)
@@ -217,6 +217,9 @@ def test_a_model_saved_before_methods_existed_loads_as_plain(corpus, tmp_path):
     meta["params"].update(recover="l2", rectify="none", anchor_method="sketch",
                           topic_topic="pinv", refine_passes=0, memory_budget=2 * 2**30)
     root.attrs["streamtopic_model"] = meta
+    from ._legacy import downgrade_model_to_format1
+
+    downgrade_model_to_format1(tmp_path / "m.zarr")  # (and before digests)
     old = AnchorTopicModel.load(tmp_path / "m.zarr")
     assert old.method == "plain"
     np.testing.assert_array_equal(old.fit(store_path).components_, m.components_)

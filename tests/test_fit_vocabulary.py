@@ -288,7 +288,10 @@ def test_input_lengths_count_stop_words(tmp_path):
 
 def _as_old_store(path: Path) -> None:
     """Make ``path`` look like a store written before input lengths: no ``doc_length`` in
-    its configuration, no ``q_mass`` in its head."""
+    its configuration, no ``q_mass`` in its head (and, as then, no digests)."""
+    from ._legacy import downgrade_to_format4
+
+    downgrade_to_format4(path)
     root = zarr.open_group(str(path), mode="r+")
     meta = dict(root.attrs["streamtopic"])
     config = dict(meta["config"])
@@ -351,6 +354,9 @@ def test_models_of_older_versions_still_load(news, tmp_path):
     for name in ("min_df", "max_df", "keep_n", "stop_words"):
         meta["params"].pop(name)
     meta["diagnostics"].pop("vocabulary")
+    for name in ("digest", "digests"):  # nor the digests of format 2
+        meta.pop(name)
+    meta["format_version"] = 1
     root.attrs["streamtopic_model"] = meta
     again = AnchorTopicModel.load(tmp_path / "m.zarr")
     assert again.min_df is None and again.stop_words is None

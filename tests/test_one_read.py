@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import streamtopic as st
-from streamtopic import cooccurrence, corpus
+from streamtopic import cooccurrence, corpus, fitting
 from streamtopic.store import CooccurrenceStore
 
 
@@ -73,3 +73,47 @@ def test_a_failed_spilled_ingest_leaves_no_scratch(tmp_path, monkeypatch):
         st.ingest(docs, tmp_path / "s.zarr", min_df=1, progress=False)
     assert os.listdir(tmp_path / "tmp") == []
     assert not os.path.exists(tmp_path / "s.zarr")
+
+
+@pytest.fixture
+def kept(monkeypatch):
+    """Whether each ingest kept its corpus in memory between the passes (else spilled)."""
+    seen: list[bool] = []
+    real = corpus.Corpus.cached
+
+    def cached(self, *args, **kwargs):
+        seen.append(True)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(corpus.Corpus, "cached", cached)
+    return seen
+
+
+def test_ingest_follows_the_memory_budget(tmp_path, monkeypatch, kept):
+    """``memory_budget`` (``--memory-budget``) decides whether the text is kept in memory."""
+    docs = write_docs(tmp_path / "a.txt", 300, seed=3)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    os.makedirs(tmp_path / "tmp")
+    st.ingest(docs, tmp_path / "small.zarr", min_df=1, progress=False, memory_budget=1)
+    assert kept == []  # 1 byte: spilled
+    st.ingest(docs, tmp_path / "large.zarr", min_df=1, progress=False, memory_budget=2**40)
+    assert kept == [True]
+
+
+def test_fit_ingests_within_its_memory_budget(tmp_path, monkeypatch):
+    """``streamtopic fit RAW --memory-budget MiB`` gives the ingest that budget."""
+    from click.testing import CliRunner
+
+    from streamtopic.cli import main
+
+    asked = []
+
+    def ingest(*args, memory_budget=None, **kwargs):
+        asked.append(memory_budget)
+        raise SystemExit(3)  # the budget is what this test wants: no fit
+
+    monkeypatch.setattr(fitting, "ingest", ingest)
+    docs = write_docs(tmp_path / "a.txt", 30, seed=4)
+    r = CliRunner().invoke(main, ["fit", docs, "-k", "3", "--memory-budget", "5",
+                                  "-o", str(tmp_path / "m.zarr")])
+    assert r.exit_code == 3 and asked == [5 * 2**20], r.output

@@ -235,9 +235,9 @@ def test_scratch_dir_parameter(store, tmp_path, monkeypatch):
     assert AnchorTopicModel(K)._scratch_root(s) == tempfile.gettempdir()
     assert AnchorTopicModel(K, scratch_dir=tmp_path)._scratch_root(s) == str(tmp_path)
     monkeypatch.setattr(cluster, "current_client", lambda: object())
-    monkeypatch.setattr(cluster, "_workers", lambda c: {"tcp://192.0.2.7:40000": {}})
+    monkeypatch.setattr(cluster, "scheduler_workers", lambda c: {"tcp://192.0.2.7:40000": {}})
     assert AnchorTopicModel(K)._scratch_root(s) == str(store.parent)
-    monkeypatch.setattr(cluster, "_workers", lambda c: {"tcp://127.0.0.1:40000": {}})
+    monkeypatch.setattr(cluster, "scheduler_workers", lambda c: {"tcp://127.0.0.1:40000": {}})
     assert AnchorTopicModel(K)._scratch_root(s) == tempfile.gettempdir()
     monkeypatch.undo()
     (tmp_path / "file").write_text("x")
@@ -256,6 +256,9 @@ def test_scratch_dir_parameter(store, tmp_path, monkeypatch):
     meta = dict(g.attrs["streamtopic_model"])
     del meta["params"]["scratch_dir"]
     g.attrs["streamtopic_model"] = meta
+    from ._legacy import downgrade_model_to_format1
+
+    downgrade_model_to_format1(tmp_path / "m")  # (and before digests)
     assert AnchorTopicModel.load(tmp_path / "m").scratch_dir is None
     assert model.FIT_PREFIX.startswith(".")
 

@@ -512,10 +512,13 @@ def test_text_is_refined_from_the_token_cache(tmp_path):
 def test_a_crafted_manifest_path_is_not_read(tmp_path):
     store = str(tmp_path / "s.zarr")
     ingest(write_docs(tmp_path / "a.txt", 200, seed=1), store)
-    group = zarr.open_group(os.path.join(store, "versions", "v000001"), mode="r+")
-    sources = group.attrs["sources"]
-    sources[0]["path"] = "/etc/passwd"
-    group.attrs["sources"] = sources
+    manifest = os.path.join(store, "manifest.jsonl")  # appended per version (format 5)
+    with open(manifest) as fh:
+        lines = [json.loads(line) for line in fh]
+    lines[0][0]["path"] = "/etc/passwd"
+    with open(manifest, "w") as fh:
+        fh.writelines(json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n"
+                      for line in lines)
     with pytest.raises(StoreError, match="does not match its digest"):
         _refined_fit(store)
     with CooccurrenceStore.open(store) as s:
@@ -620,10 +623,10 @@ def test_a_lease_that_cannot_be_probed_keeps_everything(tmp_path, monkeypatch):
     reader = CooccurrenceStore.open(store)
     q1 = reader.read_dense()
 
-    def is_locked_denied(path):
+    def probe_denied(path):
         raise PermissionError(13, "Permission denied", path)
 
-    monkeypatch.setattr(store_module, "is_locked", is_locked_denied)
+    monkeypatch.setattr(store_module, "probe_lease", probe_denied)
     ingest(write_docs(tmp_path / "b.txt", 200, seed=2), store)
     monkeypatch.undo()
     np.testing.assert_array_equal(reader.read_dense(), q1)
@@ -655,13 +658,21 @@ def test_a_reader_without_a_lease_is_told_its_version_was_superseded(tmp_path):
 
 
 def test_a_manifest_without_its_digest_is_refused(tmp_path):
+    """A version whose record of the manifest is removed, its metadata sealed again (as
+    whoever crafts a store could): the manifest has no digest, and is refused."""
+    from streamtopic.integrity import seal
+
     store = str(tmp_path / "s.zarr")
     ingest(write_docs(tmp_path / "a.txt", 200, seed=1), store)
+    root = zarr.open_group(store, mode="r+")
+    meta = dict(root.attrs["streamtopic"])
     group = zarr.open_group(os.path.join(store, "versions", "v000001"), mode="r+")
     attrs = dict(group.attrs)
-    del attrs["sources_digest"]
+    del attrs["manifest"]
+    attrs = seal(attrs, meta["uid"])
     group.attrs.clear()
     group.attrs.update(attrs)
+    root.attrs["streamtopic"] = seal(dict(meta, head_digest=attrs["digest"]))
     with pytest.raises(StoreError, match="does not match its digest"):
         _refined_fit(store)
 
