@@ -118,9 +118,10 @@ def same_state(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def model_state(path: str) -> dict[str, Any]:
-    from streamtopic.persistence import ARRAYS, load_model
+    from streamtopic.model import AnchorTopicModel
+    from streamtopic.persistence import ARRAYS
 
-    m = load_model(path)
+    m = AnchorTopicModel.load(path)
     out: dict[str, Any] = {name: np.asarray(getattr(m, attr)) for name, attr in ARRAYS.items()}
     out["vocab"] = list(m.vocab_)
     out["params"] = m.get_params()

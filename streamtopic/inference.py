@@ -21,6 +21,7 @@ Documents with fewer than 2 in-vocabulary tokens are skipped.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import time
@@ -430,12 +431,21 @@ def infer_corpus(
     collect_debris(output)
     with owned_dir(parent, f".{name}.parts-") as scratch, \
             owned_path(parent, f".{name}.partial-") as aside:
-        counts = _infer_parts(model, c, scratch, a, tol, max_iter, progress)
+        try:
+            counts = _infer_parts(model, c, scratch, a, tol, max_iter, progress)
+        except OSError as exc:  # no room for the parts beside the output: name the output
+            if exc.errno not in _NO_ROOM:
+                raise
+            raise OSError(exc.errno, exc.strerror, output) from exc
         meta = _output_meta(model, c, a, tol, max_iter, counts)
         with written_aside(output, tmp=aside) as tmp:
             _WRITERS[fmt](tmp, _row_blocks(scratch, counts, c), K, meta)
     return Inferred(output, fmt, int(counts[:, 0].sum()), int(counts[:, 1].sum()),
                     int(counts[:, 2].sum()), time.perf_counter() - t0)
+
+
+#: errors of a write refused for room (a full disk, a quota, a file size limit)
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def with_token_cache(corpus: Any, model: Any) -> Any:
