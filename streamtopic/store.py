@@ -67,6 +67,10 @@ FORMAT = "streamtopic-cooccurrence"
 #: words; the manifest is appended per version to ``manifest.jsonl``
 #: (:mod:`streamtopic.manifest`)
 FORMAT_VERSION = 5
+#: Marks a superseded version that :meth:`CooccurrenceStore.cleanup` stripped and none of
+#: whose blocks is in use (kept for its token cache only): later cleanups skip it, so their
+#: cost does not grow with the number of versions
+COLLECTED = ".collected"
 DEFAULT_CHUNK = 2048
 #: A block with fewer non-zeros than this share of its entries is stored sparse (CSR)
 SPARSE_BELOW = 0.25
@@ -1812,6 +1816,9 @@ class CooccurrenceStore:
                 continue
             if number in kept:
                 continue
+            done = os.path.join(entry.path, COLLECTED)
+            if os.path.exists(done):  # stripped before, no block of it in use: its cache only
+                continue
             vg = _group(grp, f"versions/{name}")
             for arr_name in ("word_counts", "doc_freq", "block_versions", "unkept"):
                 if arr_name in vg:
@@ -1826,6 +1833,9 @@ class CooccurrenceStore:
                         _remove_quietly(f)
                 shutil.rmtree(os.path.join(self.path, *_sparse_path(number, rows, cols).split(
                     "/")), ignore_errors=True)
+            if not used.any():  # nothing of it will ever be used but its token cache
+                with open(done, "w"):
+                    pass
 
 
 #: ``doc_length`` of the stores ingest builds now (recorded in their config).
