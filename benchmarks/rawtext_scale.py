@@ -188,10 +188,6 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     med: dict[str, dict[str, Any]] = {}
     for size, rs in runs.items():
         ok = [r for r in rs if "error" not in r]
-        for r in ok:  # runs stored before the fit's "persist" lines were told apart
-            r["ingest_seconds"] = r["wall_seconds"] - sum(r["fit_stage_seconds"].values())
-            for k in ("persist", "compute"):
-                r["ingest_stage_seconds"].pop(k, None)
         med[size] = {
             "wall_seconds": _median([r["wall_seconds"] for r in ok]),
             "ingest_seconds": _median([r["ingest_seconds"] for r in ok]),

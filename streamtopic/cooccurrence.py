@@ -1508,7 +1508,8 @@ def _accumulate(
     lock: Any,
     new_terms: Sequence[str] = (),
     frequencies: tuple[np.ndarray, int] | None = None,
-    budget: MemoryBudget | None = None,
+    *,
+    budget: MemoryBudget,
 ) -> IngestReport:
     """Count the corpus into a new version of the store and commit it. ``sources`` pairs
     each input with its content hash, or None to hash it within this pass; ``new_terms``
@@ -1587,13 +1588,11 @@ def _partials(corpus: Corpus, store: CooccurrenceStore, grid: _Grid, version: in
 ACCUMULATION_SHARE = 0.25
 
 
-def accumulation_budget(budget: MemoryBudget | None = None) -> int:
+def accumulation_budget(budget: MemoryBudget) -> int:
     """Bytes the running sums of one accumulation band may take: ``ACCUMULATION_SHARE`` of
-    the memory budget (``budget``, default the automatic one), or
-    ``$STREAMTOPIC_ACCUMULATION_BYTES`` (tests, benchmarks)."""
+    the ingest's memory budget, or ``$STREAMTOPIC_ACCUMULATION_BYTES`` (tests, benchmarks)."""
     env = os.environ.get("STREAMTOPIC_ACCUMULATION_BYTES", "").strip()
-    held = budget if budget is not None else MemoryBudget.resolve(None)
-    return int(env) if env else int(ACCUMULATION_SHARE * held.bytes)
+    return int(env) if env else int(ACCUMULATION_SHARE * budget.bytes)
 
 
 #: Expected density (of a group's blocks, from the words' document frequencies) above which
@@ -1715,8 +1714,8 @@ def _count_round(
     grid: _Grid,
     version: int,
     progress: bool,
-    dense: Sequence[bool] = (),
-    budget: MemoryBudget | None = None,
+    dense: Sequence[bool],
+    budget: MemoryBudget,
 ) -> tuple[list[list[tuple[int, int, int, int]]], _Stats, list[str]]:
     """Run one ingest round, band by band (:func:`accumulation_bands`): every group's chain
     over the partitions (delayed :func:`_partition_partial` results), then its writer into
@@ -1728,8 +1727,7 @@ def _count_round(
     counts, the new hashes in order)."""
     from dask import delayed
 
-    held = budget if budget is not None else MemoryBudget.resolve(None)
-    keep = len(bands) > 1 and 2.0 * corpus.text_bytes() <= CACHE_SHARE * held.bytes
+    keep = len(bands) > 1 and 2.0 * corpus.text_bytes() <= CACHE_SHARE * budget.bytes
     written: list[list[tuple[int, int, int, int]]] = []
     stats: Any = None
     new_hashes: list[str] = []

@@ -21,22 +21,10 @@ import streamtopic as st
 from streamtopic import CooccurrenceStore
 from streamtopic.cli import main
 
+from ._corpora import write_docs
 from ._legacy import downgrade_to_format4
 
-TERMS = [f"w{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(260)]
 K = 4
-
-
-def write_docs(path: Path, n_docs: int, seed: int, length: int = 40) -> str:
-    """Text documents from 5 topics over 260 letter-only words (Zipfian-ish)."""
-    topics = np.random.default_rng(12345).dirichlet(np.full(len(TERMS), 0.05), size=5)
-    rng = np.random.default_rng(seed)
-    with open(path, "w") as fh:
-        for _ in range(n_docs):
-            words = rng.choice(len(TERMS), size=length, p=rng.dirichlet(np.full(5, 0.3))
-                               @ topics)
-            fh.write(" ".join(TERMS[w] for w in words) + "\n")
-    return str(path)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import textwrap
 from pathlib import Path
 
 import dask
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -21,19 +20,7 @@ import streamtopic as st
 from streamtopic._io import written_aside
 from streamtopic.cli import main
 
-TERMS = [f"w{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(260)]
-
-
-def write_docs(path: Path, n_docs: int, seed: int, length: int = 40) -> str:
-    """Text documents from 5 topics over 260 letter-only words."""
-    topics = np.random.default_rng(12345).dirichlet(np.full(len(TERMS), 0.05), size=5)
-    rng = np.random.default_rng(seed)
-    with open(path, "w") as fh:
-        for _ in range(n_docs):
-            p = rng.dirichlet(np.full(5, 0.3)) @ topics
-            fh.write(" ".join(TERMS[w] for w in rng.choice(len(TERMS), size=length, p=p))
-                     + "\n")
-    return str(path)
+from ._corpora import write_docs
 
 
 @pytest.fixture(scope="module")
