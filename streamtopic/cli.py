@@ -181,8 +181,9 @@ class _Ingest(_Reader):
     max_doc_tokens: int | None
 
     def ingest(self, inputs: Sequence[str], store: str, *, skip_existing: bool,
-               progress: bool, grow: bool = False) -> Any:
-        """Ingest ``inputs`` into ``store`` (``streamtopic ingest``)."""
+               progress: bool, grow: bool = False, memory_budget: int | None = None) -> Any:
+        """Ingest ``inputs`` into ``store`` (``streamtopic ingest``) within ``memory_budget``
+        bytes (None: the automatic budget)."""
         from .cooccurrence import ingest
 
         return ingest(
@@ -192,6 +193,7 @@ class _Ingest(_Reader):
             skip_existing=skip_existing, blocksize=self.blocksize, chunk_size=self.chunk_size,
             progress=progress, strip_headers=self.strip_headers, grow=grow,
             max_doc_tokens=self.max_doc_tokens, max_line_bytes=self.max_line_bytes,
+            memory_budget=memory_budget,
         )
 
 
@@ -357,11 +359,16 @@ def main(verbose: bool) -> None:
               help="Add words the store has never read (and that pass its pruning on these "
                    "inputs) to its vocabulary, with exact rows. Words it read before and did "
                    "not keep stay out.")
+@click.option("--memory-budget", type=click.IntRange(min=1), default=None, metavar="MiB",
+              help="Memory the ingest may hold: the text kept between its passes (else "
+                   "spilled to scratch) and the running sums of Q (else counted in bands). "
+                   "[default: half the available memory, or of the smallest worker's memory "
+                   "limit on a cluster]")
 @_ingest_options
 @_scheduler_options
 @_errors
 def ingest(inputs: tuple[str, ...], store_path: str, skip_existing: bool, grow_vocab: bool,
-           reader: _Ingest, sched: _Scheduler) -> None:
+           memory_budget: int | None, reader: _Ingest, sched: _Scheduler) -> None:
     """Add INPUTS to the co-occurrence store (created if missing).
 
     INPUTS are files, globs or directories: UCI docword files, plain text (one document per
@@ -375,7 +382,9 @@ def ingest(inputs: tuple[str, ...], store_path: str, skip_existing: bool, grow_v
     _writing(store_path)
     with sched(numeric=_numeric_inputs(inputs, reader.fmt)):
         report = reader.ingest(inputs, store_path, skip_existing=skip_existing,
-                               progress=not sched.quiet, grow=grow_vocab)
+                               progress=not sched.quiet, grow=grow_vocab,
+                               memory_budget=None if memory_budget is None
+                               else memory_budget * 2**20)
     _echo(report.summary())
 
 

@@ -1012,25 +1012,7 @@ def _read_uci_part(part: _PartitionPlan) -> list[DocChunk]:
         arr = np.array(raw.split(), dtype=np.int64)
     entries = arr.reshape(-1, 3)
     doc, word, cnt = entries[:, 0], entries[:, 1], entries[:, 2]
-    bad = (doc < 1) | (doc > D)
-    if bad.any():
-        _uci_raise_at(part, raw, int(np.argmax(bad)), f"docID out of range 1..{D} (header D)")
-    bad = (word < 1) | (word > W)
-    if bad.any():
-        _uci_raise_at(part, raw, int(np.argmax(bad)), f"wordID out of range 1..{W} (header W)")
-    bad = cnt < 1
-    if bad.any():
-        _uci_raise_at(part, raw, int(np.argmax(bad)), "count must be a positive integer")
-    bad = cnt > MAX_COUNT
-    if bad.any():
-        _uci_raise_at(part, raw, int(np.argmax(bad)), f"count above {MAX_COUNT:,}")
-    if doc.size > 1:
-        dec = np.diff(doc) < 0
-        if dec.any():
-            _uci_raise_at(
-                part, raw, int(np.argmax(dec)) + 1,
-                "entries must be sorted by docID (documents contiguous)",
-            )
+    _uci_check_entries(part, raw, doc, word, cnt, D, W)
     vocab = _source_vocab(f"uci:{part.source.vocab_path}")
     if len(vocab) != W:
         raise CorpusError(
@@ -1064,6 +1046,24 @@ def _read_uci_part(part: _PartitionPlan) -> list[DocChunk]:
         )
         chunks.append(chunk)
     return chunks
+
+
+def _uci_check_entries(part: _PartitionPlan, raw: bytes, doc: np.ndarray, word: np.ndarray,
+                       cnt: np.ndarray, D: int, W: int) -> None:
+    """Raise :class:`CorpusError` at the first entry (n,) out of range (docID in 1..D,
+    wordID in 1..W, count in 1..``MAX_COUNT``) or out of docID order."""
+    checks = [((doc < 1) | (doc > D), f"docID out of range 1..{D} (header D)"),
+              ((word < 1) | (word > W), f"wordID out of range 1..{W} (header W)"),
+              (cnt < 1, "count must be a positive integer"),
+              (cnt > MAX_COUNT, f"count above {MAX_COUNT:,}")]
+    for bad, message in checks:
+        if bad.any():
+            _uci_raise_at(part, raw, int(np.argmax(bad)), message)
+    if doc.size > 1:
+        dec = np.diff(doc) < 0
+        if dec.any():
+            _uci_raise_at(part, raw, int(np.argmax(dec)) + 1,
+                          "entries must be sorted by docID (documents contiguous)")
 
 
 def _entry_line_starts(raw: bytes, n_entries: int) -> np.ndarray:

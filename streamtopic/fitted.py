@@ -5,15 +5,23 @@ and the bridges to other libraries (:mod:`~streamtopic.interop`) take a fitted m
 below the estimator (:mod:`~streamtopic.model`, which calls them), so they name the model by
 the :class:`FittedModel` protocol of this module, never by importing the estimator, and check
 it with :func:`check_is_fitted`. :class:`ModelError` is raised by all of them.
+
+A fit and a load both end in one :class:`FittedTopics` record, the typed result of a fit
+(topics, vocabulary, anchors, R, p, α, the solver's counts and the fit's record, which says
+where the model came from and how its text was tokenised); :func:`adopt` sets an estimator's
+fitted attributes from it, the one place they are set.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
-__all__ = ["FittedModel", "ModelError", "check_is_fitted"]
+__all__ = ["FittedModel", "FittedTopics", "ModelError", "adopt", "check_is_fitted",
+           "store_record"]
 
 
 class ModelError(ValueError):
@@ -55,3 +63,76 @@ def check_is_fitted(model: Any) -> None:
     """Raise :class:`ModelError` unless ``model`` is fitted (has ``components_``)."""
     if not hasattr(model, "components_"):
         raise ModelError(f"this {type(model).__name__} is not fitted yet; call fit first")
+
+
+@dataclass(frozen=True)
+class FittedTopics:
+    """What a fit produces, and what a saved model holds: the typed record that crosses from
+    the fit's stages (:mod:`~streamtopic.pipeline`) and from a file
+    (:mod:`~streamtopic.persistence`) to the estimator.
+
+    Attributes
+    ----------
+    components : ndarray of shape (K, V)
+        p(w | z), rows summing to 1.
+    vocab : list of str
+        The V words.
+    anchors : ndarray of int64, shape (K,)
+        Anchor word ids.
+    topic_prevalence : ndarray of shape (K,)
+        p(z).
+    topic_cooccurrence : ndarray of shape (K, K)
+        R.
+    word_probability : ndarray of shape (V,)
+        p(w).
+    alpha : ndarray of shape (K,)
+        The documents' Dirichlet parameter.
+    n_converged, n_fitted : int
+        Word rows whose solver met its tolerance, out of those fitted.
+    diagnostics : dict
+        The fit's JSON record: seconds per stage, settings, solver statistics and the store
+        fitted (``store``: path, version, documents, tokenizer).
+    """
+
+    components: npt.NDArray[np.float64]
+    vocab: list[str]
+    anchors: npt.NDArray[np.int64]
+    topic_prevalence: npt.NDArray[np.float64]
+    topic_cooccurrence: npt.NDArray[np.float64]
+    word_probability: npt.NDArray[np.float64]
+    alpha: npt.NDArray[np.float64]
+    n_converged: int
+    n_fitted: int
+    diagnostics: dict[str, Any]
+
+    @property
+    def anchor_words(self) -> list[str]:
+        """The K anchor words."""
+        return [self.vocab[int(i)] for i in self.anchors]
+
+
+def adopt(model: Any, topics: FittedTopics) -> None:
+    """Set ``model``'s fitted attributes (scikit-learn's trailing underscore) from
+    ``topics``: the only place they are set, after a fit and after a load. The model is then
+    only in memory (``saved_at`` None) until it is saved."""
+    model.topics_ = topics
+    model.vocab_ = list(topics.vocab)
+    model.components_ = topics.components
+    model.anchors_ = np.asarray(topics.anchors, dtype=np.int64)
+    model.anchor_words_ = topics.anchor_words
+    model.topic_prevalence_ = topics.topic_prevalence
+    model.topic_cooccurrence_ = topics.topic_cooccurrence
+    model.word_probability_ = topics.word_probability
+    model.alpha_ = topics.alpha
+    model.n_converged_ = int(topics.n_converged)
+    model.n_fitted_ = int(topics.n_fitted)
+    model.n_features_in_ = len(topics.vocab)
+    model.diagnostics_ = topics.diagnostics
+    model.saved_at = None
+
+
+def store_record(model: Any) -> dict[str, Any]:
+    """The record of the store ``model`` was fitted on (path, version, documents, V, tokens,
+    tokenizer settings; empty when unknown), from its diagnostics."""
+    record = (getattr(model, "diagnostics_", None) or {}).get("store") or {}
+    return dict(record)

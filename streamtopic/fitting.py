@@ -18,7 +18,8 @@ from typing import Any
 from . import _warmup
 from .cooccurrence import IngestReport, ingest
 from .corpus import Corpus, CorpusError, expand_inputs
-from .model import AnchorTopicModel, is_count_matrix
+from .model import AnchorTopicModel
+from .pipeline import is_count_matrix
 from .store import CooccurrenceStore
 
 __all__ = ["fit", "numeric_inputs"]

@@ -45,6 +45,7 @@ from .corpus import (
     read_corpus,
     stat_fingerprint,
 )
+from .fitted import store_record
 from .persistence import load_model
 from .store import CooccurrenceStore
 from .termmap import to_global
@@ -286,7 +287,7 @@ def model_tokenizer(model: Any, stop_words: str | None = None) -> Tokenizer:
     ``max_doc_tokens``); with other stop words if ``stop_words`` is given."""
     from dataclasses import replace
 
-    record = getattr(model, "diagnostics_", {}).get("store", {}) or {}
+    record = store_record(model)
     cfg = record.get("tokenizer")
     path = record.get("path")
     if cfg is None and path and CooccurrenceStore.is_store(path):
@@ -454,7 +455,7 @@ def with_token_cache(corpus: Any, model: Any) -> Any:
     path, unchanged since it was ingested (its recorded stamp), read the same way (format,
     headers, text field, tokenizer). Sources, order and positions stay those of ``corpus``;
     any other input is read as planned."""
-    path = (getattr(model, "diagnostics_", {}).get("store") or {}).get("path")
+    path = store_record(model).get("path")
     if not path or not CooccurrenceStore.is_store(path):
         return corpus
     with CooccurrenceStore.open(path, lease=False) as store:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ._io import written_aside
-from .fitted import FittedModel, ModelError, check_is_fitted
+from .fitted import FittedModel, FittedTopics, ModelError, adopt, check_is_fitted
 from .hyperparameters import estimate_alpha
 from .integrity import array_digest, seal, unsealed
 from .store import checksum_codecs
@@ -68,7 +68,8 @@ def _meta(model: FittedModel) -> dict[str, Any]:
         "n_fitted": model.n_fitted_,
         "diagnostics": model.diagnostics_,
     }
-    return json.loads(json.dumps(meta, default=_json_default))
+    plain: dict[str, Any] = json.loads(json.dumps(meta, default=_json_default))
+    return plain
 
 
 def _json_default(o: Any) -> Any:
@@ -282,14 +283,13 @@ def _built(path: str, meta: dict[str, Any], arrays: dict[str, np.ndarray],
     if "alpha" not in arrays:  # saved before alpha_ existed
         arrays["alpha"] = estimate_alpha(arrays["topic_cooccurrence"],
                                          arrays["topic_prevalence"])
-    for name, attr in ARRAYS.items():
-        setattr(model, attr, arrays[name])
-    model.anchors_ = arrays["anchors"].astype(np.int64)
-    model.vocab_ = vocab
-    model.anchor_words_ = [vocab[i] for i in model.anchors_]
-    model.n_converged_ = int(meta["n_converged"])
-    model.n_fitted_ = int(meta["n_fitted"])
-    model.n_features_in_ = len(vocab)
-    model.diagnostics_ = meta["diagnostics"]
+    adopt(model, FittedTopics(
+        components=arrays["components"], vocab=vocab,
+        anchors=arrays["anchors"].astype(np.int64),
+        topic_prevalence=arrays["topic_prevalence"],
+        topic_cooccurrence=arrays["topic_cooccurrence"],
+        word_probability=arrays["word_probability"], alpha=arrays["alpha"],
+        n_converged=int(meta["n_converged"]), n_fitted=int(meta["n_fitted"]),
+        diagnostics=meta["diagnostics"]))
     _mark_saved(model, path)
     return model

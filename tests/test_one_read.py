@@ -117,3 +117,30 @@ def test_fit_ingests_within_its_memory_budget(tmp_path, monkeypatch):
     r = CliRunner().invoke(main, ["fit", docs, "-k", "3", "--memory-budget", "5",
                                   "-o", str(tmp_path / "m.zarr")])
     assert r.exit_code == 3 and asked == [5 * 2**20], r.output
+
+
+def test_ingest_command_follows_its_memory_budget(tmp_path, monkeypatch, kept):
+    """``streamtopic ingest --memory-budget MiB``: the ingest gets that budget, in bytes, and
+    keeps to it (1 MiB spills these documents' text, 1 TiB keeps it in memory)."""
+    from click.testing import CliRunner
+
+    from streamtopic.cli import main
+
+    asked: list[int | None] = []
+    real = cooccurrence.ingest
+
+    def ingest(*args, memory_budget=None, **kwargs):
+        asked.append(memory_budget)
+        return real(*args, memory_budget=memory_budget, **kwargs)
+
+    monkeypatch.setattr(cooccurrence, "ingest", ingest)
+    monkeypatch.setattr(cooccurrence, "CACHE_SHARE", 1e-3)  # 1 MiB keeps ~1 KiB of text
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    os.makedirs(tmp_path / "tmp")
+    docs = write_docs(tmp_path / "a.txt", 300, seed=5)
+    for name, mib in (("small", "1"), ("large", str(2**20))):
+        r = CliRunner().invoke(main, ["ingest", "-q", docs, "-s", str(tmp_path / f"{name}.zarr"),
+                                      "--min-df", "1", "--memory-budget", mib])
+        assert r.exit_code == 0, r.output
+    assert asked == [2**20, 2**40]
+    assert kept == [True]  # the small budget spilled, the large kept the text

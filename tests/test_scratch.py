@@ -230,15 +230,19 @@ def test_scratch_dir_parameter(store, tmp_path, monkeypatch):
     """``scratch_dir``: validated, kept in the parameters and the saved model; by default a
     temporary directory, or the store's directory when the workers run elsewhere."""
     from streamtopic import cluster, model
+    from streamtopic.workspace import scratch_root
+
+    def root(m: AnchorTopicModel, s: st.CooccurrenceStore) -> str:
+        return scratch_root(m.fit_plan().scratch_dir, s.path)
 
     s = st.CooccurrenceStore.open(store)
-    assert AnchorTopicModel(K)._scratch_root(s) == tempfile.gettempdir()
-    assert AnchorTopicModel(K, scratch_dir=tmp_path)._scratch_root(s) == str(tmp_path)
+    assert root(AnchorTopicModel(K), s) == tempfile.gettempdir()
+    assert root(AnchorTopicModel(K, scratch_dir=tmp_path), s) == str(tmp_path)
     monkeypatch.setattr(cluster, "current_client", lambda: object())
     monkeypatch.setattr(cluster, "scheduler_workers", lambda c: {"tcp://192.0.2.7:40000": {}})
-    assert AnchorTopicModel(K)._scratch_root(s) == str(store.parent)
+    assert root(AnchorTopicModel(K), s) == str(store.parent)
     monkeypatch.setattr(cluster, "scheduler_workers", lambda c: {"tcp://127.0.0.1:40000": {}})
-    assert AnchorTopicModel(K)._scratch_root(s) == tempfile.gettempdir()
+    assert root(AnchorTopicModel(K), s) == tempfile.gettempdir()
     monkeypatch.undo()
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="scratch_dir=.*file: is not a directory"):

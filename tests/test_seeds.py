@@ -58,7 +58,7 @@ def test_the_rectified_cache_keys_the_default_seed_as_its_value():
 def test_lp_anchors_draw_from_the_resolved_seed(noisy_store, monkeypatch):
     """The LP anchors' projection and noise sample are seeded under the default seed (they
     drew from ``default_rng(None)``, fresh entropy, before the seed was resolved per fit)."""
-    from streamtopic import model as model_mod
+    from streamtopic import spectral as model_mod
 
     seeds = []
     real = model_mod.find_anchors_lp

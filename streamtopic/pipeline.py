@@ -1,0 +1,263 @@
+"""A fit from its plan to its record: the stages in order, as module-level functions.
+
+:func:`fit_store` takes a frozen :class:`~streamtopic.spectral.FitPlan` and a store and
+returns the typed :class:`~streamtopic.fitted.FittedTopics`:
+
+1. the fit-time vocabulary (:func:`~streamtopic.selection.selected_store`);
+2. the training corpus the refinement reads (the store's token cache, or its recorded
+   inputs; :func:`training_corpus`);
+3. the spectral stages, on the core vocabulary or on the whole stored Q
+   (:mod:`~streamtopic.spectral`);
+4. the refinement, EM over the corpus (:func:`~streamtopic.refinement.refine_topics`);
+5. α from the final topics (:mod:`~streamtopic.hyperparameters`), and the fit's record.
+
+:func:`fit_matrix` does the same for counts held in memory, ingested first into a store in
+the fit's scratch directory. The estimator (:class:`~streamtopic.model.AnchorTopicModel`)
+makes the plan, calls one of them and adopts the record; nothing of a run is kept on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+from . import _warmup
+from .cooccurrence import ingest
+from .corpus import HDF5CorpusWriter, recorded_corpus
+from .fitted import FittedTopics, ModelError
+from .hyperparameters import estimate_alpha, topic_cooccurrence_from_topics
+from .refinement import refine_topics
+from .selection import selected_store
+from .spectral import FitPlan, Spectral, auto_core_size, core_words, spectral_core, spectral_store
+from .store import CooccurrenceStore, StoreError
+from .workspace import fit_scratch, scratch_root
+
+__all__ = ["fit_matrix", "fit_store", "is_count_matrix", "opened_store", "training_corpus"]
+
+log = logging.getLogger("streamtopic")
+
+Array = npt.NDArray[Any]
+
+
+@contextmanager
+def opened_store(X: Any) -> Iterator[CooccurrenceStore]:
+    """The store to fit, not empty and with every block of Q it recorded on disk (a block
+    the fit does not read is no less missing): ``X`` itself, or the store at the path ``X``,
+    opened here and closed at the end (releasing its lease on the version it read)."""
+    if isinstance(X, CooccurrenceStore):
+        store = X
+    elif isinstance(X, (str, os.PathLike)):
+        store = CooccurrenceStore.open(X)
+    else:
+        raise TypeError(
+            f"fit expects a CooccurrenceStore or a store path, got {type(X).__name__}; "
+            "ingest a corpus first (streamtopic.ingest)"
+        )
+    try:
+        if store.n_docs == 0:
+            raise StoreError(f"{store.path}: the store is empty (no documents ingested)")
+        store.check_arrays()
+        store.check_blocks_present()
+        yield store
+    finally:
+        if store is not X:
+            store.close()
+
+
+def fit_store(plan: FitPlan, X: CooccurrenceStore | str | os.PathLike[str]) -> FittedTopics:
+    """Fit the store ``X`` (or the store at that path) by ``plan``: the stages of the module
+    docstring. The fit's scratch directory and the rectified arrays it uses from the store's
+    cache are held until the stages end.
+
+    Raises
+    ------
+    ValueError
+        ``n_topics`` not below the store's V (before anything is written).
+    """
+    if plan.settings.refine_passes != 0:  # the EM kernel compiles while the spectral stages run
+        _warmup.start()
+    with opened_store(X) as source:
+        if plan.n_topics >= source.V:  # refused before anything is written
+            raise ValueError(f"n_topics={plan.n_topics}: must be below the {source.V:,} "
+                             f"words of {source.path}")
+        seconds: dict[str, float] = {}
+        with ExitStack() as held, fit_scratch(scratch_root(plan.scratch_dir, source.path),
+                                              source.path) as scratch:
+            t0 = time.perf_counter()
+            store, selected = selected_store(source, plan.selection, scratch, plan.n_topics)
+            if selected is not None:
+                seconds["select"] = time.perf_counter() - t0
+            # the source's own record of its corpus (its token cache): a store derived
+            # for a fit-time vocabulary holds only Q; refinement maps the words onto it
+            corpus = training_corpus(plan, source)
+            core = core_words(plan, store, refining=corpus is not None)
+            spectral = (spectral_store(plan, store, scratch, seconds, held) if core is None
+                        else spectral_core(plan, store, core, seconds))
+            refined = None if corpus is None else _refine(plan, spectral.start, corpus,
+                                                          store, scratch, seconds)
+            topics = _topics(plan, store, spectral, refined, seconds)
+        topics.diagnostics["store"] = store_record(source)
+        topics.diagnostics["vocabulary"] = selected
+    return topics
+
+
+def fit_matrix(plan: FitPlan, X: Any, feature_names: Sequence[str] | None) -> FittedTopics:
+    """Fit counts held in memory (n_docs×V): written as an HDF5 corpus and ingested with
+    every column kept (the store's vocabulary fixed to the columns, so the model's words are
+    the V columns in order), in a scratch directory removed at the end."""
+    H = count_matrix(X)
+    names = ([f"x{i}" for i in range(H.shape[1])] if feature_names is None
+             else [str(w) for w in feature_names])
+    if len(names) != H.shape[1] or len(set(names)) != len(names):
+        raise ValueError(f"feature_names: expected {H.shape[1]} distinct words, one per "
+                         f"column of X; got {len(names)} ({len(set(names))} distinct)")
+    here = os.path.join(os.getcwd(), "in-memory")  # a cluster's workers share the cwd
+    with fit_scratch(scratch_root(plan.scratch_dir, here), here) as scratch:
+        corpus, vocab = os.path.join(scratch, "X.h5"), os.path.join(scratch, "vocab.txt")
+        with HDF5CorpusWriter(corpus, names) as w:
+            w.append(H, names)
+        with open(vocab, "w", encoding="utf-8") as fh:
+            fh.write("".join(f"{w}\n" for w in names))
+        store = os.path.join(scratch, "X.zarr")
+        ingest(corpus, store, vocab=vocab, progress=plan.progress,
+               memory_budget=plan.budget.bytes)
+        return fit_store(plan, store)
+
+
+def training_corpus(plan: FitPlan, store: CooccurrenceStore) -> Any | None:
+    """The corpus the refinement reads (the inputs recorded in the store), or None when
+    there is no refinement. ``refine_passes='auto'`` skips it, with a warning, when no
+    recorded input exists any more (e.g. a population Q); a number of passes needs it."""
+    rp = plan.settings.refine_passes
+    if rp == 0:
+        return None
+    corpus = recorded_corpus(store)  # StoreError: an input missing or changed
+    if corpus is None:
+        if rp == "auto":
+            log.warning("%s: no recorded input can be read again, so the topics are not "
+                        "refined (the spectral stages use the whole vocabulary)", store.path)
+            return None
+        raise ModelError(
+            f"refine_passes={rp}: {store.path} records no input that can be read again "
+            "(a population Q, or text tokenised by a custom analyzer); refinement reads "
+            "the training corpus"
+        )
+    return corpus
+
+
+def _refine(plan: FitPlan, start: Array, corpus: Any, store: CooccurrenceStore, scratch: str,
+            seconds: dict[str, float]) -> Any:
+    """EM over the corpus from ``start`` (K×V): until it converges ('auto'), or a set
+    number of passes."""
+    rp = plan.settings.refine_passes
+    t0 = time.perf_counter()
+    _warmup.wait()  # the EM kernel's compilation in another process (a first fit), if under way
+    refined = refine_topics(start, corpus, list(store.vocab),
+                            passes=None if rp == "auto" else int(rp), seed=plan.seed,
+                            scratch=scratch, progress=plan.progress)
+    seconds["refine"] = time.perf_counter() - t0
+    return refined
+
+
+def _topics(plan: FitPlan, store: CooccurrenceStore, fit: Spectral, refined: Any,
+            seconds: dict[str, float]) -> FittedTopics:
+    """The fit's record from the spectral stages' and the refinement's results."""
+    A, prevalence = fit.A, fit.prevalence
+    if refined is not None:
+        A, prevalence = refined.components.T, refined.prevalence
+    res, s = fit.anchors, plan.settings
+    alpha, alpha_record = _alpha(plan, store, fit, refined, seconds)
+    diagnostics = {
+        "seconds": seconds,
+        "settings": {"method": plan.method, "recover": s.recover, "rectify": s.rectify,
+                     "anchor_method": s.anchor_method, "topic_topic": s.topic_topic,
+                     "refine_passes": s.refine_passes, "core_size": s.core_size,
+                     "memory_budget": int(plan.budget.bytes)},
+        "core": fit.core,
+        "greedy_anchors": np.asarray(res.greedy).tolist(),
+        "cleanup_changed": int(res.changed),
+        "cleanup_sweeps": int(res.sweeps),
+        "n_candidates": int(fit.n_candidates),
+        "anchor_min_df": int(fit.anchor_min_df),
+        "solver": fit.solver,
+        "rectification": fit.rectification,
+        "refinement": None if refined is None else _refine_diagnostics(refined),
+        "topic_topic": s.topic_topic,
+        "alpha": alpha_record,
+        "store": store_record(store),
+    }
+    return FittedTopics(
+        components=np.ascontiguousarray(A.T), vocab=list(store.vocab),
+        anchors=np.asarray(res.anchors, dtype=np.int64), topic_prevalence=prevalence,
+        topic_cooccurrence=fit.R, word_probability=fit.p, alpha=alpha,
+        n_converged=int(fit.solver["converged"]), n_fitted=int(fit.solver["fitted"]),
+        diagnostics=diagnostics)
+
+
+def _alpha(plan: FitPlan, store: CooccurrenceStore, fit: Spectral, refined: Any,
+           seconds: dict[str, float]) -> tuple[Array, dict[str, Any]]:
+    """α (K,) of the documents' Dirichlet law and its record (α₀, which R it came from,
+    on how many words). Without refinement: from the spectral R and prevalence. With
+    refinement: from R = Â† Q Â†ᵀ for the refined topics Â on the core's block of Q (or
+    the block of the most probable words of an automatic core's size), read again
+    here, and the refined prevalence (:mod:`streamtopic.hyperparameters`)."""
+    if refined is None:
+        alpha = estimate_alpha(fit.R, fit.prevalence)
+        return alpha, {"alpha0": float(alpha.sum()), "topic_cooccurrence": "spectral",
+                       "words": None}
+    t0 = time.perf_counter()
+    words = fit.core_words
+    if words is None:
+        words = np.sort(np.argsort(-fit.p, kind="stable")[:auto_core_size(plan)])
+    R = topic_cooccurrence_from_topics(refined.components.T[words],
+                                       store.read_submatrix(words))
+    alpha = estimate_alpha(R, refined.prevalence)
+    seconds["alpha"] = time.perf_counter() - t0
+    return alpha, {"alpha0": float(alpha.sum()), "topic_cooccurrence": "refined",
+                   "words": int(words.size)}
+
+
+def store_record(store: CooccurrenceStore) -> dict[str, Any]:
+    """The store a model was fitted on, in its record: its path, version, documents,
+    vocabulary size (a fit-time selection is recorded apart, as ``vocabulary``) and how its
+    text was tokenised (None for count inputs), which inference tokenises text with."""
+    return {"path": store.path, "version": store.version, "n_docs": store.n_docs,
+            "V": store.V, "n_tokens": store.n_tokens,
+            "tokenizer": store.config.get("tokenizer")}
+
+
+def _refine_diagnostics(refined: Any) -> dict[str, Any]:
+    """The refinement's record in ``diagnostics_``."""
+    out = {"passes": len(refined.loglik_per_token),
+           "loglik_per_token": refined.loglik_per_token,
+           "seconds": refined.seconds, "theta_iterations": refined.theta_iterations}
+    for name in ("converged", "sample_docs", "sample_tokens", "full_pass"):
+        if hasattr(refined, name):
+            out[name] = getattr(refined, name)
+    return out
+
+
+def is_count_matrix(X: Any) -> bool:
+    """Whether ``X`` is counts in memory (a scipy sparse matrix or a 2-D array)."""
+    return sp.issparse(X) or (isinstance(X, np.ndarray) and X.ndim == 2)
+
+
+def count_matrix(X: Any) -> Any:
+    """``X`` as a CSR matrix of non-negative integer counts (n_docs×V)."""
+    H = sp.csr_matrix(X)
+    data = H.data
+    if data.size and (not np.all(np.isfinite(data)) or data.min() < 0
+                      or not np.array_equal(data, np.round(data))):
+        raise ValueError("X: expected word counts (non-negative integers), e.g. from "
+                         "CountVectorizer; not weights such as TF-IDF")
+    if H.shape[0] < 2 or H.shape[1] < 2:
+        raise ValueError(f"X has shape {H.shape}: expected documents × words, at least 2 × 2")
+    return H.astype(np.int64)
