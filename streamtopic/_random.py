@@ -4,7 +4,7 @@ The stages of a fit that draw random numbers are the sketch's projection
 (:func:`~streamtopic.sketch.projection_block`: a stream per block of rows, keyed by the
 seed and the rows), the rectification's starting basis, the LP anchors' projection and noise
 sample, and the refinement's sample of partitions. Each takes the fit's seed as resolved by
-:func:`resolve_seed` once per fit (:class:`~streamtopic.model.FitSettings`), so that a fit
+:func:`resolve_seed` once per fit (:class:`~streamtopic.spectral.FitSettings`), so that a fit
 with the default ``seed=None`` is reproducible in every stage, and equal to a fit with
 ``seed=DEFAULT_SEED``; the store's cache of rectified arrays keys the resolved seed too.
 

@@ -62,6 +62,7 @@ from .corpus import (
     uci_header,
 )
 from .doccache import CachedDocuments, PartitionRecord, write_partition
+from .manifest import ManifestEntry
 from .store import (
     DENSE,
     DOC_LENGTH,
@@ -969,7 +970,7 @@ class IngestReport:
     n_oov_tokens: int = 0
     n_replaced_bytes: int = 0
     vocab_size: int = 0
-    sources: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[ManifestEntry] = field(default_factory=list)
     skipped_inputs: list[str] = field(default_factory=list)
     seconds: float = 0.0
     n_absent_docs: int = 0
@@ -1190,7 +1191,7 @@ def _new_sources(
     hashes = _hash_sources(corpus)
     recorded: dict[str, set[str]] = {}
     for entry in existing.sources:
-        recorded.setdefault(entry["path"], set()).add(entry["sha256"])
+        recorded.setdefault(entry.path, set()).add(entry.sha256)
     keep: list[tuple[Any, str | None]] = []
     skipped: list[str] = []
     for src, h in zip(corpus.sources, hashes, strict=True):
@@ -1562,7 +1563,7 @@ def _round_frequencies(store: CooccurrenceStore, corpus: Corpus,
     of a large store expects few pairs: neither bands nor dense sums)."""
     if frequencies is None or store.n_docs <= 0:
         return frequencies
-    held = sum(int(e.get("bytes", 0) or 0) for e in store.sources)
+    held = sum(e.size for e in store.sources)
     if held <= 0:
         return None
     share = min(1.0, sum(s.size for s in corpus.sources) / held)
@@ -1655,7 +1656,7 @@ def accumulation_bands(grid: _Grid, frequencies: tuple[np.ndarray, int] | None,
 
 def _commit_round(
     store: CooccurrenceStore, txn: Any, written_lists: list[list[tuple[int, int, int, int]]],
-    stats: _Stats, entries: list[dict[str, Any]], absent_docs: int,
+    stats: _Stats, entries: list[ManifestEntry], absent_docs: int,
 ) -> None:
     """Commit a counted round: its blocks (each writer's (i, j, nnz, sparse)), counts,
     manifest entries and the words it read outside the vocabulary."""
@@ -1798,21 +1799,19 @@ def _count_band(
 def _manifest_entries(
     sources: Sequence[tuple[Any, str]], stamps: dict[str, str], fields: dict[str, str],
     stats: _Stats,
-) -> list[dict[str, Any]]:
+) -> list[ManifestEntry]:
     """The store manifest's entries of the inputs of one ingest round (``fields``: the JSON
     Lines text field of each input, by path)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     entries = []
     for src, h in sources:
         ps = stats.per_source.get(src.path, {})
-        entries.append({
-            "path": src.path, "sha256": h, "stat": stamps[src.path], "format": src.format,
-            "bytes": src.size,
-            "vocab_path": src.vocab_path, "strip_headers": src.strip_headers,
-            "keep_subject": src.keep_subject, "text_field": fields.get(src.path, "text"),
-            "n_docs": int(ps.get("docs", 0)), "n_tokens": int(ps.get("tokens", 0)),
-            "n_oov_tokens": int(ps.get("oov", 0)),
-            "ingested_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        })
+        entries.append(ManifestEntry.new(
+            path=src.path, sha256=h, stat=stamps[src.path], format=src.format, size=src.size,
+            vocab_path=src.vocab_path, strip_headers=src.strip_headers,
+            keep_subject=src.keep_subject, text_field=fields.get(src.path, "text"),
+            n_docs=int(ps.get("docs", 0)), n_tokens=int(ps.get("tokens", 0)),
+            n_oov_tokens=int(ps.get("oov", 0)), ingested_at=now))
     return entries
 
 

@@ -67,6 +67,7 @@ from .limits import (
     too_long,
 )
 from .limits import max_line_bytes as _max_line_bytes
+from .manifest import ManifestEntry
 from .progress import Stage
 from .store import StoreError
 from .vocabulary import TermStats, Tokenizer, read_vocab_file
@@ -1242,7 +1243,7 @@ def cached_corpus_parts(root: str, uid: str, V: int,
                      sum(8 * p.record.nnz for p in group))
         sources.append(src)
         for p in group:
-            names = tuple(s["path"] for s in p.sources)
+            names = tuple(s.path for s in p.sources)
             options = (("root", root), ("uid", uid), ("V", V),
                        ("record", tuple(p.record.as_list())), ("sources", names),
                        ("input", names[p.record.source] if names else None),
@@ -1886,8 +1887,8 @@ def stat_fingerprint(path: str, vocab_path: str | None = None) -> str:
     return h.hexdigest()
 
 
-def verify_recorded_inputs(store: Any, entries: Sequence[dict[str, Any]] | None = None
-                           ) -> list[dict[str, Any]]:
+def verify_recorded_inputs(store: Any, entries: Sequence[ManifestEntry] | None = None
+                           ) -> list[ManifestEntry]:
     """The manifest of a co-occurrence store, checked before its inputs are read again
     (all of them, or only ``entries``, which must belong to it).
 
@@ -1904,17 +1905,17 @@ def verify_recorded_inputs(store: Any, entries: Sequence[dict[str, Any]] | None 
     if entries is not None:
         store.check_manifest()
     for s in sources:
-        path = s["path"]
-        vocab_path = s.get("vocab_path")
+        path = s.path
+        vocab_path = s.vocab_path
         if not os.path.exists(path) or (vocab_path is not None and not os.path.exists(vocab_path)):
             raise StoreError(
                 f"{path}: an input of {store.path} is missing (it is read again to refine and "
                 "evaluate; restore it, or fit with refine_passes=0)"
             )
-        if s.get("stat") is not None and stat_fingerprint(path, vocab_path) == s["stat"]:
+        if s.stat is not None and stat_fingerprint(path, vocab_path) == s.stat:
             continue
-        src = Source(path, s.get("format", "auto"), 0, vocab_path)
-        if src.content_hash() != s["sha256"]:
+        src = Source(path, s.format, 0, vocab_path)
+        if src.content_hash() != s.sha256:
             raise StoreError(
                 f"{path}: changed since it was ingested into {store.path} (its content hash "
                 "differs), so the store's counts no longer describe it"
@@ -1964,7 +1965,7 @@ def recorded_corpus(store: Any) -> Corpus | None:
     return Corpus(sources, parts, tokenizer) if parts else None
 
 
-def read_as_recorded(config: dict[str, Any], entries: Sequence[dict[str, Any]]) -> Corpus | None:
+def read_as_recorded(config: dict[str, Any], entries: Sequence[ManifestEntry]) -> Corpus | None:
     """One corpus of manifest ``entries``, each read with its own format, UCI vocabulary and
     header handling, and tokenised as the store ``config`` says (None for no entries). A
     setting an entry lacks (an older store) is read as it was then: headers kept, or
@@ -1972,10 +1973,9 @@ def read_as_recorded(config: dict[str, Any], entries: Sequence[dict[str, Any]]) 
     cfg = config.get("tokenizer")
     tokenizer = Tokenizer.from_config(cfg) if cfg else Tokenizer()
     parts = [
-        read_corpus(s["path"], format=s.get("format", "auto"), vocab=s.get("vocab_path"),
-                    tokenizer=tokenizer, strip_headers=bool(s.get("strip_headers", False)),
-                    keep_subject=bool(s.get("keep_subject", False)),
-                    text_field=s.get("text_field", "text"))
+        read_corpus(s.path, format=s.format, vocab=s.vocab_path, tokenizer=tokenizer,
+                    strip_headers=s.strip_headers, keep_subject=s.keep_subject,
+                    text_field=s.text_field)
         for s in entries
     ]
     if not parts:

@@ -46,8 +46,9 @@ from .corpus import (
     stat_fingerprint,
 )
 from .fitted import store_record
+from .manifest import ManifestEntry
 from .persistence import load_model
-from .store import CooccurrenceStore
+from .store import CachedPartition, CooccurrenceStore
 from .termmap import to_global
 from .vocabulary import Tokenizer
 
@@ -479,19 +480,19 @@ def with_token_cache(corpus: Any, model: Any) -> Any:
         return Corpus(corpus.sources, parts, corpus.tokenizer, vocabulary=corpus.vocabulary)
 
 
-def _cached_entry(src: Any, text_field: str | None, cached: Sequence[Any],
-                  fingerprint: Any) -> dict[str, Any] | None:
+def _cached_entry(src: Any, text_field: str | None, cached: Sequence[CachedPartition],
+                  fingerprint: Any) -> ManifestEntry | None:
     """The manifest entry of a cached partition that is ``src`` as it is now and as it is
     read now (``text_field``: its JSON Lines field), or None."""
     if src.format in ("uci", "hdf5"):
         return None
     for p in cached:
         e = p.sources[p.record.source]
-        if (e["path"] == src.path and e.get("format") == src.format
-                and e.get("text_field", "text") == (text_field or "text")
-                and bool(e.get("strip_headers")) == src.strip_headers
-                and bool(e.get("keep_subject")) == src.keep_subject
-                and e.get("stat") == fingerprint(src.path, src.vocab_path)):
+        if (e.path == src.path and e.get("format") == src.format
+                and e.text_field == (text_field or "text")
+                and e.strip_headers == src.strip_headers
+                and e.keep_subject == src.keep_subject
+                and e.stat == fingerprint(src.path, src.vocab_path)):
             return e
     return None
 

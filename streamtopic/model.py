@@ -55,23 +55,10 @@ from .pipeline import fit_matrix, fit_store, is_count_matrix, opened_store
 from .recovery import RECOVER_METHODS, anchor_topic_cooccurrence
 from .rectification import RECTIFY_METHODS
 from .selection import Selection
-from .spectral import (
-    ANCHOR_METHODS,
-    CORE_COPIES,
-    CORE_MIN,
-    CORE_PER_TOPIC,
-    EXACT_MAX_V,
-    METHODS,
-    TOPIC_TOPIC_METHODS,
-    FitPlan,
-    FitSettings,
-    spectral_in_memory,
-)
+from .spectral import ANCHOR_METHODS, METHODS, TOPIC_TOPIC_METHODS, FitPlan, FitSettings
 from .workspace import FIT_PREFIX as FIT_PREFIX  # the name of a fit's scratch directory
 
-__all__ = ["ANCHOR_METHODS", "CORE_COPIES", "CORE_MIN", "CORE_PER_TOPIC", "EXACT_MAX_V",
-           "METHODS", "TOPIC_TOPIC_METHODS", "AnchorTopicModel", "FitPlan", "FitSettings",
-           "ModelError", "anchor_topic_cooccurrence", "is_count_matrix", "spectral_in_memory",
+__all__ = ["AnchorTopicModel", "ModelError", "anchor_topic_cooccurrence", "is_count_matrix",
            "top_words_table"]
 
 log = logging.getLogger("streamtopic")

@@ -313,9 +313,9 @@ def _store_sections(record: dict[str, Any]) -> list[Section]:
                  f"(the store is now at version {store.version})"])
     rows.append(["tokenizer", _fmt(store.config.get("tokenizer") or {})])
     rows.append(["pruning at ingest", _fmt(store.config.get("pruning") or {})])
-    sources = [s for s in store.sources if int(s.get("version", 0)) <= int(fitted)]
-    table = [[str(s.get("path")), str(s.get("format")), _fmt(s.get("n_docs")),
-              _fmt(s.get("n_tokens")), str(s.get("sha256", ""))[:12], _fmt(s.get("version"))]
+    sources = [s for s in store.sources if s.version <= int(fitted)]
+    table = [[s.path, str(s.get("format")), _fmt(s.get("n_docs")),
+              _fmt(s.get("n_tokens")), s.sha256[:12], _fmt(s.get("version"))]
              for s in sources]
     header = ["input", "format", "documents", "tokens", "sha256", "version"]
     return [("Corpus (store)", None, rows), ("Corpus inputs", header, table)]

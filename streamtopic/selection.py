@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from .cluster import usable_cores
+from .manifest import ManifestEntry
 from .passes import QBlocks
 from .store import (
     DOC_LENGTH,
@@ -248,7 +249,7 @@ def derive_store(source: CooccurrenceStore, ids: np.ndarray, path: str,
             n_replaced_bytes=int(head.get("n_replaced_bytes", 0)), block_nnz=nnz,
             sparse=kinds[SPARSE], mirrored=kinds[MIRRORED],
             mirrored_dense=kinds[MIRRORED_DENSE],
-            new_sources=[{k: v for k, v in s.items() if k != "version"}
+            new_sources=[ManifestEntry({k: v for k, v in s.items() if k != "version"})
                          for s in source.sources],
             extra={"q_mass": mass, "counts_known": source.counts_known},
         )

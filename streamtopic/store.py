@@ -38,7 +38,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +51,13 @@ from ._scratch import disk_bytes
 from .cluster import usable_cores
 from .doccache import DamagedCacheError, PartitionRecord, partition_path, read_partition
 from .integrity import array_digest, chain_digest, seal, unsealed
-from .manifest import ManifestError, ManifestMark, append_manifest, read_manifest
+from .manifest import (
+    ManifestEntry,
+    ManifestError,
+    ManifestMark,
+    append_manifest,
+    read_manifest,
+)
 
 __all__ = ["StoreError", "CachedPartition", "CooccurrenceStore", "DEFAULT_CHUNK"]
 
@@ -98,7 +104,7 @@ class CachedPartition:
 
     version: int
     record: PartitionRecord
-    sources: tuple[dict[str, Any], ...]
+    sources: tuple[ManifestEntry, ...]
 
 
 def _vname(number: int) -> str:
@@ -1044,7 +1050,7 @@ class CooccurrenceStore:
         return int(self._head()["n_tokens"])
 
     @property
-    def sources(self) -> list[dict[str, Any]]:
+    def sources(self) -> list[ManifestEntry]:
         """The manifest: one entry per ingested input (path, sha256, counts, version),
         checked against its digest (:meth:`check_manifest`)."""
         return self.check_manifest()
@@ -1075,9 +1081,9 @@ class CooccurrenceStore:
         store had a token cache. Inputs of other formats (UCI, HDF5), and text ingested by
         an older streamtopic, have none."""
         out: list[CachedPartition] = []
-        by_version: dict[int, list[dict[str, Any]]] = {}
+        by_version: dict[int, list[ManifestEntry]] = {}
         for s in self.sources:
-            by_version.setdefault(int(s.get("version", 0)), []).append(s)
+            by_version.setdefault(s.version, []).append(s)
         chain = ""
         try:
             for v in self._head().get("document_versions", []):
@@ -1378,7 +1384,7 @@ class CooccurrenceStore:
             "bytes_on_disk": disk,
             "missing_blocks": self.missing_blocks(),
             "token_cache": self._cache_info(),
-            "sources": self.sources,
+            "sources": [s.as_json() for s in self.sources],
             "problems": self.check_chunks(),
         }
 
@@ -1517,7 +1523,7 @@ class CooccurrenceStore:
         with ThreadPoolExecutor(max(1, min(threads or usable_cores(), len(parts) or 1))) as pool:
             return [p for p in pool.map(check, parts) if p is not None]
 
-    def check_manifest(self) -> list[dict[str, Any]]:
+    def check_manifest(self) -> list[ManifestEntry]:
         """The manifest of inputs, if it is the one the store wrote: from format 5 on, each
         line of ``manifest.jsonl`` up to the head's end must match the hash chain the head
         records (:mod:`streamtopic.manifest`); before, the list in the head's metadata must
@@ -1547,7 +1553,7 @@ class CooccurrenceStore:
                 f"{self.path}: the manifest of inputs does not match its digest (edited or "
                 "damaged), so its inputs are not read"
             )
-        return sources
+        return [ManifestEntry(e) for e in sources]
 
     # ------------------------------------------------------------------ writing
 
@@ -1623,7 +1629,7 @@ class CooccurrenceStore:
         sparse: Sequence[tuple[int, int]] = (),
         mirrored: Sequence[tuple[int, int]] = (),
         mirrored_dense: Sequence[tuple[int, int]] = (),
-        new_sources: Sequence[dict[str, Any]] = (),
+        new_sources: Sequence[ManifestEntry] = (),
         unkept: Sequence[str] | None = None,
         extra: dict[str, Any] | None = None,
         documents: Sequence[PartitionRecord] = (),
@@ -1675,7 +1681,7 @@ class CooccurrenceStore:
         finally:
             txn.finish()
 
-    def _appended_records(self, number: int, new_sources: Sequence[dict[str, Any]],
+    def _appended_records(self, number: int, new_sources: Sequence[ManifestEntry],
                           documents: Sequence[PartitionRecord]) -> dict[str, Any]:
         """A new version's records of what only grows: the manifest (its line appended,
         :mod:`streamtopic.manifest`) and the cached partitions (its own, the versions that
@@ -1890,12 +1896,13 @@ def _array(root: zarr.Group, path: str) -> zarr.Array:
     return node
 
 
-def sources_digest(uid: str, sources: Sequence[dict[str, Any]]) -> str:
+def sources_digest(uid: str, sources: Sequence[Mapping[str, Any]]) -> str:
     """SHA-256 of a store's manifest (its inputs, as JSON) and its uid: the manifest as the
     store wrote it. A manifest edited by hand no longer matches, and its inputs are not read."""
     import hashlib
 
-    text = json.dumps({"uid": uid, "sources": list(sources)}, sort_keys=True, default=str)
+    text = json.dumps({"uid": uid, "sources": [dict(s) for s in sources]}, sort_keys=True,
+                      default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

@@ -10,7 +10,8 @@ import pytest
 import streamtopic as st
 from streamtopic import synth
 from streamtopic.metrics import matched_l1
-from streamtopic.model import METHODS, AnchorTopicModel, FitSettings, spectral_in_memory
+from streamtopic.model import AnchorTopicModel
+from streamtopic.spectral import METHODS, FitSettings, spectral_in_memory
 
 V, K = 600, 8
 
