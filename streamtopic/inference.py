@@ -27,7 +27,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -238,7 +238,7 @@ def document_completion(
     if sp.issparse(corpus):
         total, tokens, docs = _completion_block(components, sp.csr_matrix(corpus), alpha, seed)
         return DocumentCompletion(total / max(tokens, 1), docs, tokens, 0)
-    from dask import delayed
+    from dask.delayed import delayed
 
     c = corpus if isinstance(corpus, Corpus) else read_corpus(corpus)
     source = _topics_source(model)
@@ -491,7 +491,7 @@ def _cached_entry(src: Any, text_field: str | None, cached: Sequence[Any],
                 and bool(e.get("strip_headers")) == src.strip_headers
                 and bool(e.get("keep_subject")) == src.keep_subject
                 and e.get("stat") == fingerprint(src.path, src.vocab_path)):
-            return e
+            return cast("dict[str, Any] | None", e)
     return None
 
 
@@ -528,7 +528,7 @@ def _infer_parts(model: Any, corpus: Any, scratch: str, alpha: np.ndarray, tol: 
                  max_iter: int, progress: bool) -> np.ndarray:
     """Solve every partition into ``scratch``; per partition (documents, input tokens,
     tokens in the vocabulary), (n_parts×3) int64."""
-    from dask import delayed
+    from dask.delayed import delayed
 
     model_path = _saved_path(model) or _saved_copy(model, scratch)
     sources = tuple(s.path for s in corpus.sources)
@@ -579,7 +579,7 @@ def _topics_source(model: Any) -> Any:
     """What tasks read a model's topics from: its file when it is saved and unchanged
     (:func:`_saved_path`), else its :class:`_Topics` as one delayed object (a model only in
     memory, or an object with ``components_`` and ``vocab_``)."""
-    from dask import delayed
+    from dask.delayed import delayed
 
     path = _saved_path(model)
     if path is not None:
