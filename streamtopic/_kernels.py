@@ -292,7 +292,8 @@ def _cvb0_summary(R: np.ndarray, indices: np.ndarray, data: np.ndarray, p0: int,
         if m > 1e-30:
             loglik += h * np.log(np.float64(m))
             counted += h
-    return loglik - counted * np.log(z)
+    summary: float = loglik - counted * np.log(z)
+    return summary
 
 
 @njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)

@@ -104,6 +104,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -175,7 +176,7 @@ ASCII_DOC, CODE_POINTS, TOKEN_LIST = 0, 1, 2
 
 
 def _literal(s: str) -> np.ndarray:
-    return np.frombuffer(s.encode("ascii"), np.uint8).copy()
+    return cast("np.ndarray", np.frombuffer(s.encode("ascii"), np.uint8).copy())
 
 
 _IN_ARTICLE = _literal("In article")
@@ -628,7 +629,8 @@ def _find_tokens(buf: np.ndarray, n: int, ct: np.ndarray, letters_only: bool,
 @njit(nogil=True, cache=True, inline="always")
 def _mix(h: np.uint64, word: np.uint64) -> np.uint64:
     h = (h ^ word) * np.uint64(0x9E3779B97F4A7C15)
-    return h ^ (h >> np.uint64(29))
+    mixed: np.uint64 = h ^ (h >> np.uint64(29))
+    return mixed
 
 
 _SEED = 0xCBF29CE484222325
@@ -636,7 +638,8 @@ _SEED = 0xCBF29CE484222325
 
 @njit(nogil=True, cache=True, inline="always")
 def _finalize(h: np.uint64, n: int) -> np.uint64:
-    return _mix(h, np.uint64(n)) * np.uint64(0xFF51AFD7ED558CCD)
+    final: np.uint64 = _mix(h, np.uint64(n)) * np.uint64(0xFF51AFD7ED558CCD)
+    return final
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -659,15 +662,18 @@ def _hash_words(kw: np.ndarray, n: int) -> np.uint64:
 def _mask(n: int) -> np.uint64:
     """The low n bytes of a word (0 <= n <= 8)."""
     if n >= 8:
-        return np.uint64(0xFFFFFFFFFFFFFFFF)
-    return (np.uint64(1) << np.uint64(8 * n)) - np.uint64(1)
+        full: np.uint64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+        return full
+    low: np.uint64 = (np.uint64(1) << np.uint64(8 * n)) - np.uint64(1)
+    return low
 
 
 @njit(nogil=True, cache=True, inline="always")
 def _lower_word(x: np.uint64) -> np.uint64:
     """The bytes "A" to "Z" of a word of ASCII bytes lowered."""
     upper = (x + np.uint64(0x3F * _ONES)) & ~(x + np.uint64(0x25 * _ONES)) & np.uint64(_HIGH)
-    return x | (upper >> np.uint64(2))
+    lowered: np.uint64 = x | (upper >> np.uint64(2))
+    return lowered
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -735,15 +741,20 @@ def _key_bytes(buf: np.ndarray, a: int, b: int, lower: bool, key: np.ndarray,
 #   pool   uint8: the terms' UTF-8 bytes one after another, each followed by a NUL byte
 #   meta   int64 (2,): terms, bytes of pool used
 
+#: A table, or another tuple of arrays (``out``, ``scratch`` below), in type hints.
+Arrays = tuple[Any, ...]
+
 
 @njit(nogil=True, cache=True, inline="always")
 def _state(e: np.uint64) -> np.int32:
-    return np.int32(e >> np.uint64(32))  # truncated: the high half read as int32
+    state: np.int32 = np.int32(e >> np.uint64(32))  # truncated: the high half read as int32
+    return state
 
 
 @njit(nogil=True, cache=True, inline="always")
 def _with_state(e: np.uint64, state: int) -> np.uint64:
-    return (e & np.uint64(0xFFFFFFFF)) | (np.uint64(state & 0xFFFFFFFF) << np.uint64(32))
+    out: np.uint64 = (e & np.uint64(0xFFFFFFFF)) | (np.uint64(state & 0xFFFFFFFF) << np.uint64(32))
+    return out
 
 
 @njit(nogil=True, cache=True)
@@ -767,16 +778,18 @@ def _probe(slots: np.ndarray, info: np.ndarray, pool: np.ndarray, key: np.ndarra
     while True:
         e = slots[i, 3]
         if e == 0:
-            return np.int64(i)
+            slot: int = np.int64(i)
+            return slot
         if slots[i, 0] == head and slots[i, 1] == w0 and slots[i, 2] == w1 and (
                 n <= 16 or _same_tail(info, pool, np.int64(e & np.uint64(0xFFFFFFFF)) - 1,
                                       key, n)):
-            return np.int64(i)
+            slot = np.int64(i)
+            return slot
         i = (i + np.uint64(1)) & mask
 
 
 @njit(nogil=True, cache=True)
-def _insert(table: tuple, i: int, key: np.ndarray, n: int, w0: np.uint64, w1: np.uint64,
+def _insert(table: Arrays, i: int, key: np.ndarray, n: int, w0: np.uint64, w1: np.uint64,
             h: np.uint64, state: int) -> None:
     """Add the key of n bytes (the first 16 in w0, w1, the rest in ``key``) at the empty
     slot ``i`` (room reserved)."""
@@ -824,8 +837,8 @@ def _grow_rows(info: np.ndarray, need: int) -> np.ndarray:
 
 
 @njit(nogil=True, cache=True)
-def _reserve(table: tuple, n_new: int, n_bytes: int, numbered: np.ndarray,
-             renumber: bool) -> tuple:
+def _reserve(table: Arrays, n_new: int, n_bytes: int, numbered: np.ndarray,
+             renumber: bool) -> Arrays:
     """``table`` with room for ``n_new`` more terms of ``n_bytes`` in all, its slots at
     most half full (see :func:`_rehash` for the other arguments)."""
     slots, info, hashes, pool, meta = table
@@ -840,7 +853,7 @@ def _reserve(table: tuple, n_new: int, n_bytes: int, numbered: np.ndarray,
 
 
 @njit(nogil=True, cache=True)
-def _new_table(pool: np.ndarray, offsets: np.ndarray, states: np.ndarray) -> tuple:
+def _new_table(pool: np.ndarray, offsets: np.ndarray, states: np.ndarray) -> Arrays:
     """A table of the distinct terms pool[offsets[t]:offsets[t + 1]] with their ``states``
     (see the layout above)."""
     n = states.size
@@ -863,7 +876,7 @@ def _new_table(pool: np.ndarray, offsets: np.ndarray, states: np.ndarray) -> tup
 
 @njit(nogil=True, cache=True)
 def _count(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int, lower: bool, fixed: bool,
-           table: tuple, out: tuple, scratch: tuple) -> None:
+           table: Arrays, out: Arrays, scratch: Arrays) -> None:
     """Count the tokens buf[spans[2s]:spans[2s + 1]], s0 <= s < s1, room reserved: the ids of
     those kept go to ``out`` = (ids, numbered, counters [n ids, n numbered], positions),
     with a fixed vocabulary their column, else their term's number in the batch (by first
@@ -918,7 +931,7 @@ def _span_bytes(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int) -> tuple[i
 
 @njit(nogil=True, cache=True)
 def _count_spans(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int, flags: int,
-                 table: tuple, out: tuple, scratch: tuple) -> tuple:
+                 table: Arrays, out: Arrays, scratch: Arrays) -> Arrays:
     """Reserve room, then :func:`_count`; returns the (grown) table, out and scratch (the
     key's bytes and words)."""
     fixed = bool(flags & FIXED)
@@ -939,8 +952,8 @@ def _count_spans(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int, flags: in
 
 
 @njit(nogil=True, cache=True)
-def _tokenize_text(buf: np.ndarray, n: int, ct: np.ndarray, flags: int, table: tuple,
-                   out: tuple, scratch: tuple, spans: np.ndarray) -> tuple:
+def _tokenize_text(buf: np.ndarray, n: int, ct: np.ndarray, flags: int, table: Arrays,
+                   out: Arrays, scratch: Arrays, spans: np.ndarray) -> Arrays:
     """Find and count the tokens of buf[:n] (readable to n + 16); returns (table, out,
     scratch, spans, matches)."""
     spans = _grow(spans, 2 * ((n + 1) // 3 + 2), 0)
@@ -963,7 +976,7 @@ def _end_batch(slots: np.ndarray, numbered: np.ndarray, nb: int) -> np.ndarray:
 @njit(nogil=True, cache=True)
 def tokenize_batch(data: np.ndarray, cps: np.ndarray, docs: np.ndarray,
                    token_spans: np.ndarray, ct: np.ndarray, utab: np.ndarray, flags: int,
-                   table: tuple) -> tuple:
+                   table: Arrays) -> Arrays:
     """Tokenise and count a batch of documents.
 
     Parameters
@@ -1038,7 +1051,8 @@ def tokenize_batch(data: np.ndarray, cps: np.ndarray, docs: np.ndarray,
 def _clean_one(src: np.ndarray, ct: np.ndarray, flags: int) -> np.ndarray:
     bufs = np.empty((2, src.size + 16 & ~7), np.uint8)
     row, n = _clean(src, bufs, ct, flags, np.empty(bufs.shape[1], np.int64))
-    return bufs[row, :n].copy()
+    cleaned: np.ndarray = bufs[row, :n].copy()
+    return cleaned
 
 
 def clean_ascii(raw: bytes, drop_encoded: bool = True, drop_addresses: bool = True) -> bytes:

@@ -30,7 +30,7 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.linalg
@@ -258,7 +258,7 @@ def _products_in_memory(
         Qm = sp.csr_matrix(Qm, dtype=np.float64)
 
         def row(i: int) -> np.ndarray:
-            return Qm.getrow(i).toarray().ravel() * inv[i]
+            return cast("np.ndarray", Qm.getrow(i).toarray().ravel() * inv[i])
 
         if norms is None:
             norms = np.asarray(Qm.multiply(Qm).sum(axis=1)).ravel() * inv * inv
@@ -266,13 +266,13 @@ def _products_in_memory(
         Qm = np.asarray(Qm, dtype=np.float64)
 
         def row(i: int) -> np.ndarray:
-            return Qm[i] * inv[i]
+            return cast("np.ndarray", Qm[i] * inv[i])
 
         if norms is None:
             norms = np.einsum("ij,ij->i", Qm, Qm) * inv * inv
 
     def project(b: np.ndarray) -> np.ndarray:
-        return np.asarray(Qm @ b).ravel() * inv
+        return cast("np.ndarray", np.asarray(Qm @ b).ravel() * inv)
 
     return row, project, norms
 
@@ -288,13 +288,13 @@ def _products_by_passes(
 
     def row(i: int) -> np.ndarray:
         (r,) = compute(Q[i], progress=False, label="anchors (QR): row")
-        return np.asarray(r, dtype=np.float64).ravel() * inv[i]
+        return cast("np.ndarray", np.asarray(r, dtype=np.float64).ravel() * inv[i])
 
     def project(b: np.ndarray) -> np.ndarray:
         passes[0] += 1
         (Qb,) = compute(_block_rows(Q, b), progress=progress,
                         label=f"anchors (QR): pass {passes[0] + first}/{total}")
-        return np.asarray(Qb).ravel() * inv
+        return cast("np.ndarray", np.asarray(Qb).ravel() * inv)
 
     if norms is None:
         (sq,) = compute(_block_rows(Q, None), progress=progress,
@@ -510,7 +510,7 @@ def _distance_to_others(X: np.ndarray, anchors: np.ndarray) -> np.ndarray:
     M = S Sᵀ, the Gram matrix of the anchors' rows S (K×d)."""
     S = X[anchors]
     Minv = np.linalg.pinv(S @ S.T, hermitian=True)
-    return 1.0 / np.sqrt(np.maximum(np.diag(Minv), 1e-300))
+    return cast("np.ndarray", 1.0 / np.sqrt(np.maximum(np.diag(Minv), 1e-300)))
 
 
 # ============================================================================ LP anchors

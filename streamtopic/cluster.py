@@ -154,7 +154,8 @@ def n_workers() -> int:
     """Parallel slots of the active scheduler (worker threads, or local cores)."""
     client = current_client()
     if client is not None:
-        return max(1, sum(w.get("nthreads", 1) for w in scheduler_workers(client).values()))
+        threads: int = sum(w.get("nthreads", 1) for w in scheduler_workers(client).values())
+        return max(1, threads)
     return max(1, os.cpu_count() or 1)
 
 
@@ -417,7 +418,7 @@ def compute(
     ``streamtopic -v``) the stage's wall time, its task count and, when the caller knows it,
     the bytes the stage reads.
     """
-    import dask
+    import dask.base
 
     t0 = time.perf_counter()
     client = current_client()
@@ -435,7 +436,7 @@ def compute(
                 raise
         else:
             with _own_threads(collections) as kwargs, stage.tasks():
-                results = dask.compute(*collections, optimize_graph=optimize_graph, **kwargs)
+                results = dask.base.compute(*collections, optimize_graph=optimize_graph, **kwargs)
     read = f", {bytes_read / 2**20:.1f} MiB read" if bytes_read is not None else ""
     log.info("%s: %.2f s, %d tasks%s", label or "compute", time.perf_counter() - t0, n_tasks,
              read)
@@ -494,12 +495,12 @@ def _executing_keys(dask_worker: Any) -> list[str]:
 def persist(items: Any, progress: bool = True, label: str = "") -> Any:
     """``dask.persist`` of ``items`` (on the active client, whose workers then hold the
     results, else on the local scheduler), with one progress display when asked."""
-    import dask
+    import dask.base
 
     t0 = time.perf_counter()
     client = current_client()
     with Stage(label, enabled=progress) as stage, stage.tasks():
-        (out,) = dask.persist(items)
+        (out,) = dask.base.persist(items)
         if client is not None:
             stage.watch(out)
     log.info("%s: %.2f s (persisted)", label or "persist", time.perf_counter() - t0)
@@ -556,7 +557,7 @@ TREE_FAN_IN = 8
 
 def delayed_tree(combine: Any, items: Sequence[Any], fan_in: int = TREE_FAN_IN) -> Any:
     """A reduction tree of delayed calls ``combine(*items)`` with fan-in ``fan_in``."""
-    from dask import delayed  # deferred, as all of Dask here: the command line starts without it
+    from dask.delayed import delayed  # deferred, as all of Dask here: the CLI starts without it
 
     level = list(items)
     if len(level) == 1:

@@ -43,7 +43,7 @@ import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -620,7 +620,7 @@ def _partitions_per_link(corpus: Corpus) -> int:
 def _link_inputs(parts: Sequence[Any], per_link: int) -> list[Any]:
     """The chains' inputs: consecutive runs of ``per_link`` partitions (delayed
     :func:`_partition_partial` results), each merged into one :class:`_WeightedDocs`."""
-    from dask import delayed
+    from dask.delayed import delayed
 
     docs = delayed(_docs_of, pure=True)
     return [docs(*parts[k : k + per_link]) for k in range(0, len(parts), per_link)]
@@ -853,8 +853,8 @@ def _chains(parts: Sequence[Any], grid: _Grid, homes: Sequence[str] = (),
     default all), in that order; ``dense``: for each of them, whether its running sum
     starts dense (default: by its first link's pairs).
     """
-    import dask
-    from dask import delayed
+    import dask.base
+    from dask.delayed import delayed
 
     link = delayed(_accumulate_piece, pure=True)
     ticket = delayed(_ticket, pure=True)
@@ -869,7 +869,7 @@ def _chains(parts: Sequence[Any], grid: _Grid, homes: Sequence[str] = (),
         last_of_block = k % SYNC_EVERY == SYNC_EVERY - 1 or k == len(parts) - 1
         tickets = []
         for g, b in enumerate(bounds):
-            with dask.annotate(**_home(homes, chosen[g])):
+            with dask.base.annotate(**_home(homes, chosen[g])):
                 accs[g] = link(accs[g], part, b, *extra,
                                dense=bool(dense[g]) if len(dense) else False)
                 if last_of_block:
@@ -911,11 +911,11 @@ def _vocabulary_pass(corpus: Corpus, progress: bool) -> TermStats:
     item = bag.reduction(TermStats.sum, TermStats.sum, split_every=SPLIT_EVERY)
     (stats,) = compute(item, progress=progress, label="vocabulary pass",
                        bytes_read=sum(s.size for s in corpus.sources))
-    return stats
+    return cast("TermStats", stats)
 
 
 def _hash_sources(corpus: Corpus) -> list[str]:
-    from dask import delayed
+    from dask.delayed import delayed
 
     tasks = [delayed(_source_hash, pure=False)(s) for s in corpus.sources]
     (hashes,) = compute(tasks, progress=False, label="hashing inputs")
@@ -923,7 +923,7 @@ def _hash_sources(corpus: Corpus) -> list[str]:
 
 
 def _source_hash(src: Any) -> str:
-    return src.content_hash()
+    return cast("str", src.content_hash())
 
 
 # ----------------------------------------------------------------------------- ingest
@@ -1373,7 +1373,7 @@ def _spilled_vocabulary_pass(
     """The vocabulary pass, writing every partition's documents under ``directory``; returns
     the corpus read back from there (a bag of the same partitions) and the statistics."""
     import dask.bag as db
-    from dask import delayed
+    from dask.delayed import delayed
 
     paths = [os.path.join(directory, f"part-{k:06d}.pkl") for k in range(corpus.npartitions)]
     parts = corpus.to_bag().to_delayed()
@@ -1576,7 +1576,7 @@ def _partials(corpus: Corpus, store: CooccurrenceStore, grid: _Grid, version: in
     """The delayed :func:`_partition_partial` of each partition of ``corpus``, partition
     k writing its text documents to the token cache as part k of ``version`` (``paths``:
     the round's inputs in manifest order; None: the cache is written by another band)."""
-    from dask import delayed
+    from dask.delayed import delayed
 
     task = delayed(_partition_partial, pure=True)
     return [task(p, store.path, store.uid, grid, store.doc_length,
@@ -1726,7 +1726,7 @@ def _count_round(
     the first one weighted, when they are small (``CACHE_SHARE`` of the memory budget), else
     read the corpus again. Returns (each writer's (i, j, nnz, sparse) per block written, the
     counts, the new hashes in order)."""
-    from dask import delayed
+    from dask.delayed import delayed
 
     keep = len(bands) > 1 and 2.0 * corpus.text_bytes() <= CACHE_SHARE * budget.bytes
     written: list[list[tuple[int, int, int, int]]] = []
@@ -1762,8 +1762,8 @@ def _count_band(
     writers of the groups ``band`` (indices into ``grid.groups``); ``stats``: the round's
     counts when an earlier band summed them, else None (summed here from ``parts``). With
     ``keep``, also returns the link inputs' values (for the later bands)."""
-    import dask
-    from dask import delayed
+    import dask.base
+    from dask.delayed import delayed
 
     nb = grid.nb  # more blocks than the head's when the round adds words
     head_bv = padded_block_map(store.block_versions, nb)
@@ -1782,7 +1782,7 @@ def _count_band(
         old = np.array([head_bv[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
         old_nnz = np.array([head_nnz[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
         old_sparse = np.array([head_sparse[i, j] for j in grid.blocks(i, g)], dtype=np.int8)
-        with dask.annotate(**_home(homes, n)):
+        with dask.base.annotate(**_home(homes, n)):
             writes.append(
                 delayed(_write_group, pure=True)(
                     total, stats_d, store.path, old, old_nnz, version, grid, i, g, old_sparse

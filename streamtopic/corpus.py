@@ -48,7 +48,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import repeat
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -1075,10 +1075,10 @@ def _entry_line_starts(raw: bytes, n_entries: int) -> np.ndarray:
     if raw.endswith(b"\n"):
         starts, ends = starts[:-1], ends[:-1]
     if starts.size == n_entries:
-        return starts
+        return cast("np.ndarray", starts)
     bounds = zip(starts.tolist(), ends.tolist(), strict=True)
     keep = np.array([bool(raw[a:b].strip()) for a, b in bounds])
-    return starts[keep]
+    return cast("np.ndarray", starts[keep])
 
 
 _DIGITS_AND_SPACE = re.compile(rb"[0-9 \t\r\n\f\v]*\Z")
@@ -1784,15 +1784,15 @@ class HDF5CorpusWriter:
 def _ordered_chunks(corpus: Corpus, progress: bool, label: str) -> Iterator[DocChunk]:
     """The corpus' chunks in order, partitions read in parallel on the active scheduler a few
     at a time (memory stays bounded by a few partitions)."""
-    import dask
-    from dask import delayed
+    import dask.base
+    from dask.delayed import delayed
 
     batch = max(2, 2 * n_workers())
     parts = corpus.parts
     with Stage(label, enabled=progress) as stage:
         for b0 in range(0, len(parts), batch):
             tasks = [delayed(_read_part)(p, corpus.tokenizer) for p in parts[b0 : b0 + batch]]
-            (results,) = dask.compute(tasks)
+            (results,) = dask.base.compute(tasks)
             for chunks in results:
                 yield from chunks
             done = min(b0 + batch, len(parts))
@@ -1833,7 +1833,7 @@ def _uniform_hash(seed: int, index: np.ndarray) -> np.ndarray:
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)).astype(np.float64) / float(2**53)
+    return cast("np.ndarray", (z >> np.uint64(11)).astype(np.float64) / float(2**53))
 
 
 def split(

@@ -38,6 +38,8 @@ Choices, measured on semi-synthetic corpora with known α (``benchmarks/alpha.py
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 from scipy.optimize import least_squares
 
@@ -182,4 +184,4 @@ def topic_cooccurrence_from_topics(A: np.ndarray, Q: np.ndarray) -> np.ndarray:
     total = R.sum()
     if not total > 0:
         raise ValueError("A† Q A†ᵀ has no positive mass (Q empty on these words?)")
-    return R / total
+    return cast("np.ndarray", R / total)

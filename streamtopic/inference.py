@@ -240,7 +240,7 @@ def document_completion(
     if sp.issparse(corpus):
         total, tokens, docs = _completion_block(components, sp.csr_matrix(corpus), alpha, seed)
         return DocumentCompletion(total / max(tokens, 1), docs, tokens, 0)
-    from dask import delayed
+    from dask.delayed import delayed
 
     c = corpus if isinstance(corpus, Corpus) else read_corpus(corpus)
     source = _topics_source(model)
@@ -530,7 +530,7 @@ def _infer_parts(model: Any, corpus: Any, scratch: str, alpha: np.ndarray, tol: 
                  max_iter: int, progress: bool) -> np.ndarray:
     """Solve every partition into ``scratch``; per partition (documents, input tokens,
     tokens in the vocabulary), (n_parts×3) int64."""
-    from dask import delayed
+    from dask.delayed import delayed
 
     model_path = _saved_path(model) or _saved_copy(model, scratch)
     sources = tuple(s.path for s in corpus.sources)
@@ -581,7 +581,7 @@ def _topics_source(model: Any) -> Any:
     """What tasks read a model's topics from: its file when it is saved and unchanged
     (:func:`_saved_path`), else its :class:`_Topics` as one delayed object (a model only in
     memory, or an object with ``components_`` and ``vocab_``)."""
-    from dask import delayed
+    from dask.delayed import delayed
 
     path = _saved_path(model)
     if path is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -125,10 +125,10 @@ def term_frequency(model: FittedModel) -> np.ndarray:
                 counts = np.asarray(store.word_counts, dtype=np.float64)
                 ids = np.array([index.get(w, -1) for w in model.vocab_])
                 if (ids >= 0).all():
-                    return counts[ids]
+                    return cast("np.ndarray", counts[ids])
     tokens = float(record.get("n_tokens") or 1e6)
     p = np.asarray(model.word_probability_, dtype=np.float64)
-    return p / p.sum() * tokens
+    return cast("np.ndarray", p / p.sum() * tokens)
 
 
 def pyldavis_data(model: FittedModel, **kwargs: Any) -> Any:

@@ -28,7 +28,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -193,7 +193,7 @@ def unique_words(components: np.ndarray, top_n: int = 20) -> np.ndarray:
     V = np.asarray(components).shape[1]
     # a topic's top words are distinct, so a word's count is the number of topics holding it
     holders = np.bincount(top.ravel(), minlength=V)
-    return (holders[top] == 1).sum(axis=1).astype(np.int64)
+    return cast("np.ndarray", (holders[top] == 1).sum(axis=1).astype(np.int64))
 
 
 # ----------------------------------------------------------------------------- coherence
@@ -404,7 +404,7 @@ def coherence(
     below = np.tril(np.ones((N, N), dtype=bool), k=-1)  # i > j: w_j ranks higher
     valid = below[None] & mask[:, :, None] & mask[:, None, :]
     terms = np.log((pair + eps) / denom)
-    return np.where(valid, terms, 0.0).sum(axis=(1, 2))
+    return cast("np.ndarray", np.where(valid, terms, 0.0).sum(axis=(1, 2)))
 
 
 # ----------------------------------------------------------------------------- V×V helpers
@@ -526,7 +526,7 @@ def _recovery_error_dask(
     R = Cbar - coef_d @ S
     (total,) = compute(da.sqrt((R * R).sum(axis=1)).sum(), progress=progress,
                        label="recovery error")
-    return float(total) / C.shape[0]
+    return cast("float", float(total) / C.shape[0])
 
 
 def _recovery_error_numpy(
@@ -547,7 +547,7 @@ def _recovery_error_numpy(
             rows = _rows_normalised(rows)
         R = rows - coef[r0:r1] @ S
         total += float(np.sqrt(np.einsum("ij,ij->i", R, R)).sum())
-    return total / n
+    return cast("float", total / n)
 
 
 def approximation_error(

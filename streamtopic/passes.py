@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -49,9 +49,9 @@ __all__ = [
 FEW_PARTS = 4
 
 #: A task of a graph: a tuple ``(function, *arguments)``, keys of other tasks as arguments.
-Task = tuple
+Task = tuple[Any, ...]
 #: The index of a task in its layer (its key without the layer's name), e.g. ``(i, j)``.
-Index = tuple
+Index = tuple[int, int]
 
 
 class QBlocks:
@@ -157,8 +157,9 @@ class QBlocks:
             return np.asarray(open_read_only(self.path)[rows, cols], dtype=np.float64)
         assert self.root is not None and self.versions is not None
         nnz = int(self.nnz[i, j]) if self.nnz is not None else -1
-        return read_q_block(self.root, int(self.versions[i, j]), rows, cols, self.scale, nnz,
-                            sparse=self._is_sparse(i, j))
+        out: np.ndarray = read_q_block(self.root, int(self.versions[i, j]), rows, cols,
+                                       self.scale, nnz, sparse=self._is_sparse(i, j))
+        return out
 
 
 # ============================================================================ the blocks
@@ -240,21 +241,21 @@ class PassGraph:
         self._index: dict[str, list[Index]] = {}
 
     def layer(
-        self, prefix: str, tasks: dict[Index, Task], deps: Sequence[Any] = (),
+        self, prefix: str, tasks: Mapping[Index, Task], deps: Sequence[Any] = (),
         chunks: tuple[tuple[int, ...], ...] | None = None,
         annotations: dict[str, Any] | None = None,
     ) -> Any:
         """A layer of ``tasks`` (by index; keys of ``deps``' tasks may be arguments), as a
         dask array with ``chunks`` (default: one unit per block in each of two axes),
         created under ``annotations``."""
-        import dask
         import dask.array as da
+        import dask.base
         from dask.highlevelgraph import HighLevelGraph
 
         name = f"{prefix}-{self.token}"
         chunks = chunks or ((1,) * self.nb, (1,) * self.nb)
         dsk: dict[Any, Any] = {(name, *k): v for k, v in tasks.items()}
-        context = dask.annotate(**annotations) if annotations else contextlib.nullcontext()
+        context = dask.base.annotate(**annotations) if annotations else contextlib.nullcontext()
         with context:
             graph = HighLevelGraph.from_collections(name, dsk, dependencies=list(deps))
         self._index[name] = list(tasks)
@@ -262,7 +263,7 @@ class PassGraph:
                         meta=np.empty((0,) * len(chunks)))
 
     def blocks(
-        self, prefix: str, kernel: Callable[..., Any], args: Callable[[int, int], tuple],
+        self, prefix: str, kernel: Callable[..., Any], args: Callable[[int, int], tuple[Any, ...]],
         deps: Sequence[Any] = (), *, blocks: Sequence[tuple[int, int]] | None = None,
         chunks: tuple[tuple[int, ...], ...] | None = None,
         annotations: dict[str, Any] | None = None,
@@ -275,7 +276,7 @@ class PassGraph:
 
     def row_sums(
         self, prefix: str, parts: Any, reduce: Callable[..., Any] = sum_sides,
-        args: Callable[[int], tuple] = lambda r: (), *,
+        args: Callable[[int], tuple[Any, ...]] = lambda r: (), *,
         keep: Callable[[int, int, int], bool] | None = None, column_order: bool = False,
         chunks: tuple[tuple[int, ...], ...] | None = None,
     ) -> Any:
@@ -326,7 +327,7 @@ def _flat(keys: Any) -> Iterable[Any]:
 def scratch_array(
     path: str, shape: tuple[int, ...], chunks: tuple[int, ...], dtype: str = "f8",
     data: np.ndarray | None = None,
-) -> zarr.Array:
+) -> zarr.Array[Any]:
     """A new uncompressed zarr array at ``path`` for a pass's inputs or results (replacing
     any there; zeros until written): scratch arrays are read back once, and their floats do
     not compress, so a compressor only costs time on both sides. ``data`` is written to it

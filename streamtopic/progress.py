@@ -208,7 +208,7 @@ class Stage:
                 left = sum(len(state[k]) for k in ("ready", "waiting", "running"))
                 stage.follow(done / max(done + left, 1))
 
-        with Follow():
+        with Follow():  # type: ignore[no-untyped-call]  # dask's __init__: no hints
             yield
 
     def watch(self, futures: Sequence[Any] | Any) -> None:
@@ -231,7 +231,7 @@ class Stage:
 
         found = futures_of(futures if isinstance(futures, (list, tuple)) else [futures])
         if found and self.mode == "bar":
-            Follow(found, complete=True)
+            Follow(found, complete=True)  # type: ignore[no-untyped-call]  # the same, in distributed
         elif found:
             wait(found)
 

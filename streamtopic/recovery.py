@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -107,11 +107,11 @@ def project_simplex(Y: np.ndarray) -> np.ndarray:
     cond = U - css / ks > 0
     rho = K - 1 - np.argmax(cond[:, ::-1], axis=1)  # last index where cond holds
     theta = css[np.arange(n), rho] / (rho + 1)
-    return np.maximum(Y - theta[:, None], 0.0)
+    return cast("np.ndarray", np.maximum(Y - theta[:, None], 0.0))
 
 
 def _fw_gap(grad: np.ndarray, C: np.ndarray) -> np.ndarray:
-    return np.einsum("ij,ij->i", grad, C) - grad.min(axis=1)
+    return cast("np.ndarray", np.einsum("ij,ij->i", grad, C) - grad.min(axis=1))
 
 
 def solve_l2(
@@ -333,7 +333,7 @@ def _kkt_hessian(G: np.ndarray) -> np.ndarray:
     scale = float(np.trace(G)) / max(K, 1)
     if not np.isfinite(scale) or scale <= 0:
         scale = 1.0
-    return 2.0 * (G + _ACTIVE_SET_RIDGE * scale * np.eye(K))
+    return cast("np.ndarray", 2.0 * (G + _ACTIVE_SET_RIDGE * scale * np.eye(K)))
 
 
 def _active_set_step(
@@ -503,7 +503,7 @@ def solve_kl(
     todo = np.flatnonzero(active)
     tiny = 1e-300
 
-    def em(Cb: np.ndarray, Qb: np.ndarray, mb: np.ndarray):
+    def em(Cb: np.ndarray, Qb: np.ndarray, mb: np.ndarray) -> tuple[np.ndarray, ...]:
         """EM image of Cb, the loss at Cb and its gradient."""
         M = np.maximum(Cb @ Rc, tiny)
         ratio = Qb / M
@@ -582,7 +582,7 @@ def pinv_topic_cooccurrence(A: np.ndarray, AtQA: np.ndarray) -> np.ndarray:
     """R = A† Q A†ᵀ (K×K) with A† = (AᵀA)⁻¹Aᵀ, from A (V×K) and Aᵀ Q A (K×K); symmetrised."""
     Minv = np.linalg.pinv(A.T @ A, hermitian=True)
     R = Minv @ np.asarray(AtQA) @ Minv
-    return 0.5 * (R + R.T)
+    return cast("np.ndarray", 0.5 * (R + R.T))
 
 
 def anchor_topic_cooccurrence(A: np.ndarray, anchors: np.ndarray, Q_SS: np.ndarray) -> np.ndarray:
@@ -610,7 +610,7 @@ def anchor_topic_cooccurrence(A: np.ndarray, anchors: np.ndarray, Q_SS: np.ndarr
     R = inv[:, None] * np.asarray(Q_SS, dtype=np.float64) * inv[None, :]
     R = 0.5 * (R + R.T)
     total = R.sum()
-    return R / total if total > 0 else R
+    return cast("np.ndarray", R / total if total > 0 else R)
 
 
 # ============================================================================ fits of row blocks
@@ -858,7 +858,7 @@ def _recover_original_by_blocks(
 
 def _kl_fits(
     Q: Any, g: _RecoveryGraph, p: np.ndarray, rows: int, tol: float, max_iter: int
-) -> tuple[list[list[tuple]], Any]:
+) -> tuple[list[list[tuple[Any, ...]]], Any]:
     """RecoverKL's fitted row blocks (as :meth:`_RecoveryGraph.row_blocks_of`): full rows of
     Q̄ (``rows`` per task) against the anchor rows Q̄_S (K×V)."""
     import dask.array as da
@@ -878,7 +878,7 @@ def _kl_fits(
 
 
 def _gather_fits(
-    g: _RecoveryGraph, fitted: tuple[list[list[tuple]], Any], p: np.ndarray, scratch: str,
+    g: _RecoveryGraph, fitted: tuple[list[list[tuple[Any, ...]]], Any], p: np.ndarray, scratch: str,
     method: str, tol: float, pinv: bool, progress: bool,
 ) -> BlockRecovery:
     """Run the recovery's graph: the fitted rows C (V×(K+2)) written to ``scratch`` by row
@@ -989,13 +989,13 @@ class _RecoveryGraph:
 
     def kernel_fit(
         self, rows: int, inv_S: np.ndarray, *, method: str, tol: float, max_iter: int
-    ) -> tuple[list[list[tuple]], Any]:
+    ) -> tuple[list[list[tuple[Any, ...]]], Any]:
         """The keys of the fitted pieces (n×(K+2) each) of every row block, and the dask
         array holding them: B = Q Y per block of Q, summed per row block, then the simplex
         fits by pieces of ``rows`` rows (``inv_S``: 1/p at the anchors)."""
         Y, gram = self.Y(), self.anchor_block()
         B = self.q_product(Y)
-        pieces: dict[tuple[int, int], tuple] = {}
+        pieces: dict[tuple[int, int], tuple[Any, ...]] = {}
         keys: list[list[int]] = []
         piece_rows: list[int] = []
         n = 0
@@ -1012,12 +1012,12 @@ class _RecoveryGraph:
         F = self.graph.layer("st-fit", pieces, [B, gram], (tuple(piece_rows), (self.K + 2,)))
         return [[(F.name, k, 0) for k in ks] for ks in keys], F
 
-    def row_blocks_of(self, out: Any) -> tuple[list[list[tuple]], Any]:
+    def row_blocks_of(self, out: Any) -> tuple[list[list[tuple[Any, ...]]], Any]:
         """The keys of a V×(K+2) dask array chunked by row blocks (one piece per block),
         and the array."""
         return [[(out.name, i, 0)] for i in range(self.nb)], out
 
-    def write_fits(self, fitted: tuple[list[list[tuple]], Any], cpath: str) -> Any:
+    def write_fits(self, fitted: tuple[list[list[tuple[Any, ...]]], Any], cpath: str) -> Any:
         """C (V×(K+2): the fitted rows, converged, gap) written to ``cpath`` by row blocks
         (each task owns its zarr chunk), from the pieces ``fitted``; returns C diag p (V×K)
         by row blocks."""
@@ -1115,14 +1115,14 @@ def _write_fit_rows(
     block = np.concatenate(pieces, axis=0) if len(pieces) > 1 else pieces[0]
     zarr.open_array(cpath, mode="r+")[r0:r0 + block.shape[0]] = block
     p, _ = _scratch_rows(rows_path, r0, r0 + block.shape[0])
-    return block[:, :K] * p[:, None]
+    return cast("np.ndarray", block[:, :K] * p[:, None])
 
 
 def _topic_part(src: QBlocks, i: int, j: int, Cp_i: np.ndarray, Cp_j: np.ndarray) -> np.ndarray:
     """What block (i, j), i <= j, of the symmetric Q adds to Cpᵀ Q Cp (K×K): M = Cp_iᵀ Q_ij
     Cp_j, plus, for i < j, Mᵀ = Cp_jᵀ Q_ji Cp_i."""
     M = Cp_i.T @ (src.block(i, j) @ Cp_j)
-    return M if i == j else M + M.T
+    return cast("np.ndarray", M if i == j else M + M.T)
 
 
 def _count_rows(*blocks: np.ndarray) -> np.ndarray:

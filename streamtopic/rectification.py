@@ -82,7 +82,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from numbers import Integral
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -176,6 +176,9 @@ class RectifyResult:
 #   ("zarr", path)              a read from a V×V zarr array
 #   ("lowrank", G, s, clip)     G_r G_qᵀ + s, then max(·, 0) if clip; G an array or a zarr path
 
+#: A source (above), in type hints.
+Source = tuple[Any, ...]
+
 
 def _slice(i: int, c: int, V: int) -> slice:
     return slice(i * c, min(V, (i + 1) * c))
@@ -187,10 +190,10 @@ def _rows(obj: Any, sl: slice) -> np.ndarray:
         import zarr
 
         return np.asarray(zarr.open_array(obj, mode="r")[sl], dtype=np.float64)
-    return obj[sl]
+    return cast("np.ndarray", obj[sl])
 
 
-def _form(src: tuple, qblk: Any, r: slice, q: slice, writable: bool = False) -> np.ndarray:
+def _form(src: Source, qblk: Any, r: slice, q: slice, writable: bool = False) -> np.ndarray:
     """Block (r, q) of the matrix ``src``; a fresh array when ``writable``."""
     kind = src[0]
     if kind == "lowrank":
@@ -224,7 +227,7 @@ def _combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     out = a + b
     out[_MIN] = min(a[_MIN], b[_MIN])
     out[_MAX] = max(a[_MAX], b[_MAX])
-    return out
+    return cast("np.ndarray", out)
 
 
 def _combine_all(parts: Sequence[np.ndarray]) -> np.ndarray:
@@ -240,7 +243,7 @@ class _Panels:
     extra column ([G_r, a·1] [G_q, b·1]ᵀ with a·b = s), then clips it in place, so a panel
     is made in cache and never in memory-bound passes over the whole block."""
 
-    def __init__(self, src: tuple, qblk: Any, r: slice, q: slice) -> None:
+    def __init__(self, src: Source, qblk: Any, r: slice, q: slice) -> None:
         self.kind = src[0]
         if self.kind == "lowrank":
             _, G, s, self.clip = src
@@ -258,13 +261,13 @@ class _Panels:
             B = self.left[rows] @ self.right_t
             if self.clip:
                 np.maximum(B, 0.0, out=B)
-            return B
+            return cast("np.ndarray", B)
         B = self.block[rows]
         return np.array(B, dtype=np.float64, order="C") if writable else B
 
 
 def _product_block(
-    qblk: Any, I: int, J: int, V: int, c: int, cur: tuple, prev: tuple | None, X: Any,
+    qblk: Any, I: int, J: int, V: int, c: int, cur: Source, prev: Source | None, X: Any,
     want: tuple[str, ...],
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
     """Block (I, J), I ≤ J, of the symmetric matrix ``cur``: its share of ``cur @ X``.
@@ -334,7 +337,7 @@ def _reduce_row(
 
 
 def _write_block(
-    qblk: Any, I: int, J: int, V: int, c: int, cur: tuple, scale: float, path: str
+    qblk: Any, I: int, J: int, V: int, c: int, cur: Source, scale: float, path: str
 ) -> None:
     """Write block (I, J) of ``scale · cur`` and its mirror (J, I) to the zarr array ``path``
     (the only writer of both chunks)."""
@@ -351,7 +354,7 @@ def _write_block(
 
 
 def _dr_shadow(
-    qblk: Any, I: int, J: int, V: int, c: int, z: tuple, G: str
+    qblk: Any, I: int, J: int, V: int, c: int, z: Source, G: str
 ) -> tuple[np.ndarray, np.ndarray]:
     """Blocks (I, J) of z and of L = G Gᵀ."""
     r, q = _slice(I, c, V), _slice(J, c, V)
@@ -361,7 +364,7 @@ def _dr_shadow(
 
 
 def _dr_hist_block(
-    qblk: Any, I: int, J: int, V: int, c: int, z: tuple, G: str, lo: float, width: float,
+    qblk: Any, I: int, J: int, V: int, c: int, z: Source, G: str, lo: float, width: float,
     nbins: int, gather: int,
 ) -> tuple[np.ndarray, ...]:
     """Histogram of Y = 2 G Gᵀ − z on block (I, J) (counted twice off the diagonal).
@@ -395,7 +398,7 @@ def _dr_hist_block(
 
 
 def _dr_update_block(
-    qblk: Any, I: int, J: int, V: int, c: int, z: tuple, G: str, tau: float, path: str,
+    qblk: Any, I: int, J: int, V: int, c: int, z: Source, G: str, tau: float, path: str,
     final: bool, scale: float,
 ) -> np.ndarray:
     """One DR step on block (I, J): x = max(2L − z − τ, 0); writes z + x − L (``final``
@@ -451,14 +454,14 @@ class _DenseEngine:
         self.nb = -(-self.V // self.c)
         self.pool = pool
         self.passes = 0
-        self.input: tuple = ("dense", Q)
+        self.input: Source = ("dense", Q)
         self.label = label
 
     def _blocks(self) -> list[tuple[int, int]]:
         return upper_blocks(self.nb)
 
     def products(
-        self, cur: tuple, prev: tuple | None, X: np.ndarray | None, want: tuple[str, ...],
+        self, cur: Source, prev: Source | None, X: np.ndarray | None, want: tuple[str, ...],
         label: str = "",
     ) -> tuple[np.ndarray | None, np.ndarray]:
         V, c = self.V, self.c
@@ -475,14 +478,14 @@ class _DenseEngine:
                     Y[_slice(J, c, V)] += PJ
         return Y, _combine_all([r[2] for r in res])
 
-    def lowrank(self, G: np.ndarray, s: float, clip: bool = True) -> tuple:
+    def lowrank(self, G: np.ndarray, s: float, clip: bool = True) -> Source:
         return ("lowrank", np.ascontiguousarray(G), float(s), clip)
 
-    def release(self, src: tuple | None) -> None:
+    def release(self, src: Source | None) -> None:
         pass
 
     def materialize(
-        self, cur: tuple, prev: tuple | None, out: np.ndarray
+        self, cur: Source, prev: Source | None, out: np.ndarray
     ) -> np.ndarray:
         """Form ``cur`` into ``out`` (V×V); stats with the sum and, given ``prev``, the
         change from it."""
@@ -532,7 +535,7 @@ class _DaskEngine:
         self.progress = progress
         self.label = label
         self.passes = 0
-        self.input: tuple = ("input",)
+        self.input: Source = ("input",)
         self._qblocks: Any = None
         self._n = 0
 
@@ -563,10 +566,10 @@ class _DaskEngine:
         if path:
             shutil.rmtree(path, ignore_errors=True)
 
-    def lowrank(self, G: np.ndarray, s: float, clip: bool = True) -> tuple:
+    def lowrank(self, G: np.ndarray, s: float, clip: bool = True) -> Source:
         return ("lowrank", self.save("G", G), float(s), clip)
 
-    def release(self, src: tuple | None) -> None:
+    def release(self, src: Source | None) -> None:
         """Remove the scratch arrays behind a source no longer needed."""
         if src is not None and src[0] in ("lowrank", "zarr") and isinstance(src[1], str):
             self.drop(src[1])
@@ -574,7 +577,7 @@ class _DaskEngine:
     # ------------------------------------------------------------------ graphs
 
     def _blocks(
-        self, fn: Callable[..., Any], srcs: Sequence[tuple | None], *args: Any
+        self, fn: Callable[..., Any], srcs: Sequence[Source | None], *args: Any
     ) -> tuple[PassGraph, Any]:
         """A new pass: a task per block (I, J), I ≤ J, running
         ``fn(block, I, J, V, c, *args)``, where ``block`` is block (I, J) of the input Q
@@ -588,7 +591,7 @@ class _DaskEngine:
             deps = [self._qblocks.flat[0]]  # (they share one graph)
         qblocks, V, c = self._qblocks, self.V, self.c
 
-        def task_args(I: int, J: int) -> tuple:
+        def task_args(I: int, J: int) -> tuple[Any, ...]:
             return (qblocks[I, J].key if needs_q else None, I, J, V, c, *args)
 
         return g, g.blocks("st-rectify-parts", fn, task_args, deps)
@@ -598,10 +601,10 @@ class _DaskEngine:
         (res,) = compute(g.result(g.total("st-rectify", _collect, layer)),
                          progress=self.progress, label=f"{self.label}: {label}")
         self.passes += 1
-        return res
+        return cast("list[Any]", res)
 
     def products(
-        self, cur: tuple, prev: tuple | None, X: np.ndarray | None, want: tuple[str, ...],
+        self, cur: Source, prev: Source | None, X: np.ndarray | None, want: tuple[str, ...],
         label: str = "",
     ) -> tuple[np.ndarray | None, np.ndarray]:
         import zarr
@@ -621,17 +624,17 @@ class _DaskEngine:
         self.drop(ypath)
         return Y, _combine_all(stats)
 
-    def write(self, cur: tuple, scale: float, path: str, label: str) -> None:
+    def write(self, cur: Source, scale: float, path: str, label: str) -> None:
         self._run(*self._blocks(_write_block, (cur,), cur, float(scale), path), label)
 
     def dr_hist(
-        self, z: tuple, G: str, lo: float, width: float, gather: int, label: str
+        self, z: Source, G: str, lo: float, width: float, gather: int, label: str
     ) -> list[Any]:
         return self._run(*self._blocks(_dr_hist_block, (z,), z, G, lo, width, HIST_BINS,
                                        gather), label)
 
     def dr_update(
-        self, z: tuple, G: str, tau: float, path: str, final: bool, scale: float, label: str
+        self, z: Source, G: str, tau: float, path: str, final: bool, scale: float, label: str
     ) -> np.ndarray:
         stats = self._run(*self._blocks(_dr_update_block, (z,), z, G, tau, path, final,
                                         scale), label)
@@ -775,26 +778,28 @@ class _Run:
                  self.passes[t - 1])
 
 
-def _ap(engine: Any, K: int, n_iter: int, rng: np.random.Generator, run: _Run) -> tuple:
+def _ap(engine: Any, K: int, n_iter: int, rng: np.random.Generator, run: _Run) -> tuple[Any, ...]:
     """Alternating projection; returns (cur, prev): the sources of C_T and C_{T−1}, whose
     movement is still to be measured."""
     V = engine.V
     eig = _Eigensolver(V, K, rng)
-    cur: tuple = engine.input
-    prev: tuple | None = None
+    cur: Source = engine.input
+    prev: Source | None = None
     for t in range(1, n_iter + 1):
         t0, p0 = time.perf_counter(), engine.passes
         state = {"cur": cur, "prev": prev}
 
-        def apply(X: np.ndarray, step: int, t: int = t, state: dict = state) -> np.ndarray:
+        def apply(
+            X: np.ndarray, step: int, t: int = t, state: dict[str, Any] = state
+        ) -> np.ndarray:
             if step == 0 and state["prev"] is not None:
                 # the movement of iteration t − 1, in the first pass over its result
                 Y, st = engine.products(state["cur"], state["prev"], X, ("diff",),
                                         f"iteration {t}, pass 1")
                 run.moved(t - 1, _rel(st))
-                return Y
+                return cast("np.ndarray", Y)
             Y, _ = engine.products(state["cur"], None, X, (), f"iteration {t}, pass {step + 1}")
-            return Y
+            return cast("np.ndarray", Y)
 
         last = t == n_iter
         def tol(last: bool = last) -> float:
@@ -863,7 +868,7 @@ def _solve_tau(values: np.ndarray, weights: np.ndarray, s_above: float, n_above:
     return best
 
 
-def _simplex_tau_ooc(engine: _DaskEngine, z: tuple, G: str, lo: float, hi: float,
+def _simplex_tau_ooc(engine: _DaskEngine, z: Source, G: str, lo: float, hi: float,
                      label: str) -> float:
     """τ of the simplex projection of Y = 2 G Gᵀ − z, out of core: histogram passes narrow a
     bracket [lo, hi] ∋ τ (f(τ) = Σ max(Y − τ, 0) is known exactly at every bin edge), then
@@ -922,7 +927,7 @@ def _dr_dense(engine: _DenseEngine, K: int, n_iter: int, rng: np.random.Generato
     return b
 
 
-def _z_products(engine: Any, z: tuple, k: int,
+def _z_products(engine: Any, z: Source, k: int,
                 stats: dict[str, float] | None = None) -> Callable[[np.ndarray, int], np.ndarray]:
     """The product X ↦ z X (V×m) of Douglas–Rachford's iteration ``k``, for the eigensolver;
     with ``stats``, its first pass of the first iteration also records Σ and min of z₀ = Q
@@ -935,7 +940,7 @@ def _z_products(engine: Any, z: tuple, k: int,
         else:
             Y, _ = engine.products(z, None, X, (), f"iteration {k + 1}, pass {step + 1}")
         assert Y is not None
-        return Y
+        return cast("np.ndarray", Y)
 
     return apply
 
@@ -975,7 +980,7 @@ def _dr_ooc(engine: _DaskEngine, K: int, n_iter: int, rng: np.random.Generator, 
     update pass."""
     V = engine.V
     eig = _Eigensolver(V, K, rng)
-    z: tuple = engine.input
+    z: Source = engine.input
     zstats: dict[str, float] = {}
     for k in range(n_iter):
         t0, p0 = time.perf_counter(), engine.passes
@@ -1051,7 +1056,7 @@ def _owned_partial(out: str) -> tuple[str, FileLock]:
 def is_zarr_array(path: str) -> bool:
     try:
         with open(os.path.join(path, "zarr.json")) as fh:
-            return json.load(fh).get("node_type") == "array"
+            return cast("bool", json.load(fh).get("node_type") == "array")
     except (OSError, ValueError, AttributeError):
         return False
 
@@ -1069,7 +1074,7 @@ def is_complete_array(path: str) -> bool:
             meta = json.load(fh)["attributes"]["streamtopic_rectified"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    return meta.get("chunks_stored") == _chunk_files(path)
+    return cast("bool", meta.get("chunks_stored") == _chunk_files(path))
 
 
 def _store_data(path: str) -> bool:

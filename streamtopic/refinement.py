@@ -104,7 +104,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -269,7 +269,7 @@ def _sizes(docs: _Docs) -> tuple[int, float]:
 @lru_cache(maxsize=2)
 def _load_beta(path: str) -> np.ndarray:
     """The topics word-major (V×K), memory-mapped: read once per process per pass."""
-    return np.load(path, mmap_mode="r")
+    return cast("np.ndarray", np.load(path, mmap_mode="r"))
 
 
 # (the words' global ids (U,), their U×K expected counts, log-likelihood, tokens, E-step
@@ -371,7 +371,7 @@ def _cache_sample(corpus: Any, vocab_d: Any, sample_tokens: float, seed: int | N
     sizes : ndarray of shape (P_s, 2)
         Documents and tokens of each.
     """
-    from dask import delayed
+    from dask.delayed import delayed
 
     order = np.random.default_rng(seed).permutation(corpus.npartitions)
     weight = _part_weights(corpus)[order]
@@ -414,7 +414,7 @@ class _Topics:
         """The delayed sum of delayed partitions' summaries (:func:`_add`), in a fixed order:
         groups of ``ADD_GROUP`` partitions' U×K counts each added into one V×K array, then a
         tree reduction of those."""
-        from dask import delayed
+        from dask.delayed import delayed
 
         add = partial(_add, self.beta.shape[1])
         groups = [delayed(add, pure=True)(*summaries[i:i + ADD_GROUP])
@@ -438,7 +438,7 @@ def _em_on_sample(topics: _Topics, docs: list[Any], *, passes: int | None, max_p
     """EM passes over the cached sample until the log-likelihood converges (or ``passes``);
     records them in ``result``; returns the last pass' persisted topic counts N_d per
     partition."""
-    from dask import delayed
+    from dask.delayed import delayed
 
     counts: list[Any] = [None] * len(docs)
     with Passes("refine", passes=passes, max_passes=max_passes, tol=tol,
@@ -470,7 +470,7 @@ def _full_pass(topics: _Topics, corpus: Any, taken: np.ndarray, docs: list[Any],
     """E-step of every document with the current topics (the sample from its cache and warm
     topic counts, the other partitions read now), then the M-step over the whole corpus.
     Returns the log-likelihood per token, the tokens and the documents."""
-    from dask import delayed
+    from dask.delayed import delayed
 
     path = topics.publish()
     cached = [delayed(_estep, nout=2, pure=True)(d, n, path, float(alpha))[1]
@@ -507,7 +507,7 @@ def _start(components: np.ndarray, V: int) -> np.ndarray:
     if beta.ndim != 2 or not np.isfinite(beta).all() or (beta < 0).any():
         raise ValueError("components must be a finite, non-negative K×V matrix")
     beta = beta + START_FLOOR
-    return beta / beta.sum(axis=1, keepdims=True)
+    return cast("np.ndarray", beta / beta.sum(axis=1, keepdims=True))
 
 
 @validated(_PARAMS)
@@ -570,7 +570,7 @@ def refine_topics(
     -------
     RefineResult
     """
-    from dask import delayed
+    from dask.delayed import delayed
 
     beta = np.asarray(components)
     K, V = beta.shape if beta.ndim == 2 else (0, -1)

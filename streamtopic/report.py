@@ -28,7 +28,7 @@ import html
 import math
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from bokeh.embed import file_html
@@ -117,7 +117,7 @@ def topic_correlation(R: np.ndarray) -> np.ndarray:
     corr[~ok, :] = 0.0
     corr[:, ~ok] = 0.0
     np.fill_diagonal(corr, 1.0)
-    return corr
+    return cast("np.ndarray", corr)
 
 
 def similarity_order(corr: np.ndarray) -> np.ndarray:
@@ -169,7 +169,7 @@ def topic_distances(components: np.ndarray) -> np.ndarray:
     W = np.clip(np.asarray(components, dtype=np.float64), 0.0, None)
     W = W / W.sum(axis=1, keepdims=True)
     # scipy's distance uses natural logarithms: sqrt(ln 2) is the largest
-    return squareform(pdist(W, "jensenshannon") / math.sqrt(math.log(2.0)))
+    return cast("np.ndarray", squareform(pdist(W, "jensenshannon") / math.sqrt(math.log(2.0))))
 
 
 def classical_mds(D: np.ndarray, dims: int = 2) -> np.ndarray:
@@ -365,7 +365,7 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Areas of intersection of boxes a (m×4) and b (n×4), rows (x0, y0, x1, y1): m×n."""
     w = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
     h = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
-    return np.clip(w, 0.0, None) * np.clip(h, 0.0, None)
+    return cast("np.ndarray", np.clip(w, 0.0, None) * np.clip(h, 0.0, None))
 
 
 def label_boxes(centres: np.ndarray, radii: np.ndarray, widths: np.ndarray,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -93,7 +93,7 @@ def anchor_candidates(p: np.ndarray, frequent: np.ndarray | None) -> np.ndarray:
     with co-occurrence mass (p > 0), as sorted ids."""
     if frequent is None:
         return np.flatnonzero(p > 0)
-    return frequent[p[frequent] > 0]
+    return cast("np.ndarray", frequent[p[frequent] > 0])
 
 
 class _CandidateRows:
@@ -250,7 +250,7 @@ def _write_sketch_block(
         proj = full
     zarr.open_array(proj_path, mode="r+")[:, start:start + n] = proj
     zarr.open_array(stats_path, mode="r+")[start:start + n] = stats
-    return n
+    return cast("int", n)
 
 
 def _count(*rows: int) -> int:

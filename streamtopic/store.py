@@ -40,7 +40,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -334,7 +334,7 @@ class Transaction:
 _WRITE_AS_IS: Any = {"write_empty_chunks": True}
 
 
-def open_for_blocks(root: str, path: str) -> zarr.Array:
+def open_for_blocks(root: str, path: str) -> zarr.Array[Any]:
     """A version's dense array of Q opened to write blocks into (see ``_WRITE_AS_IS``)."""
     return zarr.open_array(store=root, path=path, mode="r+", config=_WRITE_AS_IS)
 
@@ -455,7 +455,7 @@ def _check_count(root: str, version: int, rows: slice, cols: slice, count: int,
                       f"holds {count:,} non-zeros; the store recorded {nnz:,}")
 
 
-def dense_q(root: str, version: int) -> zarr.Array:
+def dense_q(root: str, version: int) -> zarr.Array[Any]:
     """A version's dense array of Q, opened and checked: square, float64, in square chunks
     (:meth:`CooccurrenceStore.check_q_arrays` checks its size against the store's). Raises
     ValueError for anything else, before a block is decoded into a buffer of that shape."""
@@ -467,7 +467,7 @@ def dense_q(root: str, version: int) -> zarr.Array:
     return arr
 
 
-def _read_padded(arr: zarr.Array, rows: slice, cols: slice) -> np.ndarray:
+def _read_padded(arr: zarr.Array[Any], rows: slice, cols: slice) -> np.ndarray:
     """``arr[rows, cols]`` as float64, zeros where the array ends before them (a version
     written before the vocabulary grew holds the first words only)."""
     n_rows, n_cols = arr.shape
@@ -481,7 +481,8 @@ def _read_padded(arr: zarr.Array, rows: slice, cols: slice) -> np.ndarray:
 
 
 def write_q_block(
-    root: str, version: int, rows: slice, cols: slice, block: Any, dense: zarr.Array | None = None
+    root: str, version: int, rows: slice, cols: slice, block: Any,
+    dense: zarr.Array[Any] | None = None,
 ) -> tuple[int, bool]:
     """Write one block of the sum (rows×cols: an ndarray or a scipy sparse matrix) into a
     version, as its only writer: sparse when fewer than ``SPARSE_BELOW`` of its entries are
@@ -528,7 +529,7 @@ def _damage(root: str, version: int, rows: slice, cols: slice, what: str) -> Sto
 
 
 def read_array_dense(
-    arr: zarr.Array, *, scale: float = 1.0, block_versions: np.ndarray | None = None,
+    arr: zarr.Array[Any], *, scale: float = 1.0, block_versions: np.ndarray | None = None,
     root: str | None = None, threads: int | None = None, block_nnz: np.ndarray | None = None,
     block_sparse: np.ndarray | None = None,
 ) -> np.ndarray:
@@ -548,9 +549,9 @@ def read_array_dense(
     n_rows, n_cols = arr.shape
     cr, cc = arr.chunks
     out = np.empty((n_rows, n_cols), dtype=np.float64)
-    arrays: dict[int, zarr.Array] = {}
+    arrays: dict[int, zarr.Array[Any]] = {}
 
-    def source(i: int, j: int) -> zarr.Array | None:
+    def source(i: int, j: int) -> zarr.Array[Any] | None:
         if block_versions is None:
             return arr
         v = int(block_versions[i, j])
@@ -627,14 +628,15 @@ def _q_block_task(
     rows = slice(i * c, min(V, (i + 1) * c))
     cols = slice(j * c, min(V, (j + 1) * c))
     expected = int(nnz[i, j]) if nnz is not None else -1
-    return read_q_block(root, int(v.ravel()[0]), rows, cols, scale, expected,
-                        sparse=int(sparse[i, j]))
+    out: np.ndarray = read_q_block(root, int(v.ravel()[0]), rows, cols, scale, expected,
+                                   sparse=int(sparse[i, j]))
+    return out
 
 
-_READ_ONLY: dict[str, zarr.Array] = {}
+_READ_ONLY: dict[str, zarr.Array[Any]] = {}
 
 
-def open_read_only(path: str) -> zarr.Array:
+def open_read_only(path: str) -> zarr.Array[Any]:
     """A zarr array opened once per process (its metadata is read once, not per block)."""
     arr = _READ_ONLY.get(path)
     if arr is None:
@@ -687,7 +689,7 @@ def _checked_meta(path: str, meta: Any) -> dict[str, Any]:
         value = meta.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise _damaged(path, f"its metadata records {key} = {value!r}")
-    return meta
+    return cast("dict[str, Any]", meta)
 
 
 class CooccurrenceStore:
@@ -921,7 +923,7 @@ class CooccurrenceStore:
         """The record of the version this object reads: its counts, sources and totals."""
         return self._head()
 
-    def staging_q(self, txn: Transaction) -> zarr.Array:
+    def staging_q(self, txn: Transaction) -> zarr.Array[Any]:
         """The staging array of Q's blocks of an open transaction."""
         return self._staging_q(txn)
 
@@ -1600,7 +1602,7 @@ class CooccurrenceStore:
         arr.resize((V + len(new_terms),))
         arr[V:] = np.asarray(list(new_terms), dtype=str)
 
-    def _staging_q(self, txn: Transaction, create: bool = False) -> zarr.Array:
+    def _staging_q(self, txn: Transaction, create: bool = False) -> zarr.Array[Any]:
         if create:
             grp = zarr.open_group(self.path, mode="r+")
             c, V = self.chunk_size, self.V
@@ -1889,7 +1891,7 @@ def _group(root: zarr.Group, path: str) -> zarr.Group:
     return node
 
 
-def _array(root: zarr.Group, path: str) -> zarr.Array:
+def _array(root: zarr.Group, path: str) -> zarr.Array[Any]:
     node = root[path]
     if not isinstance(node, zarr.Array):
         raise StoreError(f"{path}: a zarr array was expected")

@@ -54,7 +54,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import IO, Any, NamedTuple
+from typing import IO, Any, NamedTuple, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -179,7 +179,7 @@ def default_vocab(n_words: int) -> list[str]:
     for column in range(width, 0, -1):
         codes[:, column] = ord("a") + index % 26
         index //= 26
-    return codes.view(f"S{1 + width}").ravel().astype(str).tolist()
+    return cast("list[str]", codes.view(f"S{1 + width}").ravel().astype(str).tolist())
 
 
 def dirichlet_topics_with_anchors(
@@ -370,7 +370,7 @@ def dirichlet_second_moment(alpha: float | np.ndarray, n_topics: int) -> np.ndar
     """
     a = _alpha_vector(alpha, n_topics)
     a0 = a.sum()
-    return (np.outer(a, a) + np.diag(a)) / (a0 * (a0 + 1.0))
+    return cast("np.ndarray", (np.outer(a, a) + np.diag(a)) / (a0 * (a0 + 1.0)))
 
 
 def population_cooccurrence(A: np.ndarray, alpha: float | np.ndarray) -> np.ndarray:
@@ -401,7 +401,7 @@ def population_cooccurrence(A: np.ndarray, alpha: float | np.ndarray) -> np.ndar
     Q = (A * a) @ A.T
     Q += np.outer(Aa, Aa)
     Q /= a0 * (a0 + 1.0)
-    return Q
+    return cast("np.ndarray", Q)
 
 
 def _alpha_vector(alpha: float | np.ndarray, K: int) -> np.ndarray:
@@ -428,7 +428,7 @@ def _check_topics(A: np.ndarray) -> np.ndarray:
         raise ValueError(
             f"A must be column-stochastic: column {int(bad[0])} sums to {sums[bad[0]]!r}"
         )
-    return A / sums
+    return cast("np.ndarray", A / sums)
 
 
 # ----------------------------------------------------------------------------- topic proportions
@@ -529,7 +529,7 @@ class LogisticNormal:
 
         def excess(log_sigma: float) -> float:
             theta = _softmax_rows(np.exp(log_sigma) * z)
-            return float(np.einsum("ij,ij->", theta, theta)) / z.shape[0] - target
+            return cast("float", float(np.einsum("ij,ij->", theta, theta)) / z.shape[0] - target)
 
         lo, hi = np.log(1e-3), np.log(1e3)
         if not excess(lo) < 0 < excess(hi):
@@ -545,7 +545,8 @@ class LogisticNormal:
         """Σ = σ² [(1 − ρ) I + ρ B], shape (K, K)."""
         g = self.groups(n_topics)
         same = (g[:, None] == g[None, :]).astype(np.float64)
-        return self.sigma**2 * ((1.0 - self.rho) * np.eye(int(n_topics)) + self.rho * same)
+        return cast("np.ndarray",
+                    self.sigma**2 * ((1.0 - self.rho) * np.eye(int(n_topics)) + self.rho * same))
 
     def sample_eta(self, n: int, n_topics: int, rng: np.random.Generator) -> np.ndarray:
         """η ~ N(0, Σ): ndarray of shape (n, K)."""
@@ -739,7 +740,7 @@ class _LowRankQ:
 
     def __getitem__(self, key: tuple[slice, slice]) -> np.ndarray:
         rows, cols = key
-        return self._AM[rows] @ self._A[cols].T
+        return cast("np.ndarray", self._AM[rows] @ self._A[cols].T)
 
 
 def population_store(
@@ -1069,7 +1070,7 @@ def _check_vocab(vocab: Sequence[str] | None, V: int, fmt: str) -> list[str]:
                 f"format={fmt!r} needs terms that the default tokenizer reads back unchanged: "
                 "lowercase, 2 to 15 letters each, no English stop word"
             )
-    return terms
+    return cast("list[str]", terms)
 
 
 def _uci_name(path: str) -> tuple[str, bool]:
@@ -1249,19 +1250,20 @@ def _parallel_pieces(
                 fut.cancel()
         return
 
-    import dask
+    import dask.base
+    from dask.delayed import delayed
 
     tag = uuid.uuid4().hex[:12]
     window = max(1, max_in_flight // 2)
 
     def run(units: list[tuple[int, int, int]]) -> tuple[_Piece, ...]:
         tasks = [
-            dask.delayed(_make_piece, pure=False)(
+            delayed(_make_piece, pure=False)(
                 (model, enc), root, u, d0, d1, dask_key_name=f"synth-unit-{tag}-{u}"
             )
             for u, d0, d1 in units
         ]
-        return dask.compute(*tasks)
+        return cast("tuple[_Piece, ...]", dask.base.compute(*tasks))
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="streamtopic-synth") as ex:
         running: Future[tuple[_Piece, ...]] | None = None

@@ -197,7 +197,7 @@ def runs_on_this_host() -> bool:
     addresses = list(cluster.scheduler_workers(client))
     if not addresses:
         return False
-    from distributed.comm import get_address_host
+    from distributed.comm.addressing import get_address_host
 
     local = _local_hosts()
     for addr in addresses:
