@@ -60,3 +60,26 @@ def test_fit_on_a_matrix_is_the_estimator_on_it():
         X, feature_names=names)
     _same(got, want)
     assert got.vocab_ == names
+
+
+def test_the_estimator_keeps_no_run_state_and_adopts_one_record(tmp_path):
+    """``fit`` is plan, stage functions, adopt: afterwards the estimator holds its parameters
+    and the fitted attributes of one ``FittedTopics`` record, nothing else (no run state
+    such as settings, budgets or held arrays); a loaded model holds the same attributes."""
+    from streamtopic.fitted import FittedTopics
+
+    rng = np.random.default_rng(1)
+    X = sp.csr_matrix(rng.poisson(0.3, size=(400, 60)))
+    m = st.AnchorTopicModel(4, method="plain", seed=0, progress=False)
+    params = set(m.get_params())
+    m.fit(X)
+    fitted = {k for k in vars(m) if k not in params}
+    # the fitted attributes, and where the model was saved (None: only in memory)
+    assert not [k for k in fitted if not k.endswith("_") and k != "saved_at"], fitted
+    assert isinstance(m.topics_, FittedTopics)
+    np.testing.assert_array_equal(m.components_, m.topics_.components)
+    assert m.anchor_words_ == m.topics_.anchor_words
+    m.save(tmp_path / "m.zarr")
+    loaded = st.AnchorTopicModel.load(tmp_path / "m.zarr")
+    assert {k for k in vars(loaded) if k not in params} == fitted
+    _same(loaded, m)
