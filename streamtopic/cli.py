@@ -512,6 +512,38 @@ def convert(inputs: tuple[str, ...], output: str, reader: _Reader, sched: _Sched
     )
 
 
+@main.command()
+@click.argument("model_path", type=click.Path())
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("-o", "--output", type=click.Path(), default=None,
+              help="Where the updated model is written [default: MODEL itself, replaced "
+                   "only when the update succeeds].")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto",
+              show_default=True, help="Reader of the inputs (see the README's 'Inputs').")
+@click.option("--text-field", default="text", show_default=True, help="JSON Lines text field.")
+@_scheduler_options
+@_errors
+def update(model_path: str, inputs: tuple[str, ...], output: str | None, fmt: str,
+           text_field: str, sched: _Scheduler) -> None:
+    """Update the fitted MODEL with new INPUTS, at the cost of the new data.
+
+    The inputs are ingested into the store MODEL was fitted on (as a new version; inputs
+    already in it are skipped), the spectral stages run on the new Q, and EM continues
+    MODEL's topics over the new documents with the old documents' counts held fixed: topic
+    k stays topic k. Prints each topic's drift (Jensen-Shannon distance to its previous
+    version), its prevalence before and after, and whether it is retired.
+    """
+    from .updating import update as do_update
+
+    out = output or model_path
+    _writing(out)
+    with sched(numeric=_numeric_inputs(inputs, fmt)):
+        result = do_update(model_path, list(inputs), output=out, progress=not sched.quiet,
+                           format=fmt, text_field=text_field)
+    for line in result.summary():
+        _echo(line)
+
+
 @dataclass(frozen=True)
 class _Estimator:
     """The ``fit`` options that set the estimator's parameters."""

@@ -1939,17 +1939,22 @@ def input_problems(store: Any) -> list[str]:
     return []
 
 
-def recorded_corpus(store: Any) -> Corpus | None:
+def recorded_corpus(store: Any, *, after: int | None = None,
+                    upto: int | None = None) -> Corpus | None:
     """One corpus of a co-occurrence store's recorded inputs: its text from the store's
     token cache (:mod:`streamtopic.doccache`), never tokenised again, and every other input
     (counts, or text ingested before the cache existed) read by :func:`read_as_recorded`
     after :func:`verify_recorded_inputs`. None when the store records no input (a population
     Q), or when text it has no cache of was tokenised by a custom analyzer, which cannot be
-    rebuilt."""
-    manifest = store.check_manifest()
-    cached = store.cached_partitions()
+    rebuilt. ``after`` and ``upto``: only the inputs that the versions after ``after`` and up
+    to ``upto`` added (default: all)."""
+    def wanted(version: int) -> bool:
+        return (after is None or version > after) and (upto is None or version <= upto)
+
+    manifest = [s for s in store.check_manifest() if wanted(s.version)]
+    cached = [p for p in store.cached_partitions() if wanted(p.version)]
     covered = {int(v) for v in {p.version for p in cached}}
-    rest = [s for s in manifest if not (int(s.get("version", 0)) in covered
+    rest = [s for s in manifest if not (s.version in covered
                                         and s.get("format") not in ("uci", "hdf5"))]
     cfg = store.config.get("tokenizer")
     if cfg and cfg.get("analyzer") is not None and any(

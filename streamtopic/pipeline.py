@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ import scipy.sparse as sp
 from . import _warmup
 from .cooccurrence import ingest
 from .corpus import HDF5CorpusWriter, recorded_corpus
+from .drift import match_topics
 from .fitted import FittedTopics, ModelError
 from .hyperparameters import estimate_alpha, topic_cooccurrence_from_topics
 from .refinement import refine_topics
@@ -40,7 +42,8 @@ from .spectral import FitPlan, Spectral, auto_core_size, core_words, spectral_co
 from .store import CooccurrenceStore, StoreError
 from .workspace import fit_scratch, scratch_root
 
-__all__ = ["fit_matrix", "fit_store", "is_count_matrix", "opened_store", "training_corpus"]
+__all__ = ["fit_matrix", "fit_store", "is_count_matrix", "opened_store", "training_corpus",
+           "update_store"]
 
 log = logging.getLogger("streamtopic")
 
@@ -132,6 +135,61 @@ def fit_matrix(plan: FitPlan, X: Any, feature_names: Sequence[str] | None) -> Fi
         return fit_store(plan, store)
 
 
+def update_store(plan: FitPlan, X: CooccurrenceStore | str | os.PathLike[str],
+                 previous: FittedTopics, corpus: Any | None,
+                 prior_counts: Array | None) -> FittedTopics:
+    """Fit the store ``X`` again after new data, keeping ``previous``' topics at their
+    indices: the spectral stages on the new Q; their topics put in the previous topics'
+    order (:func:`~streamtopic.drift.match_topics` on the core's words, so anchors and R
+    follow); then, unless the plan has no refinement or ``corpus`` is None, EM from the
+    previous topics (K×V) over ``corpus`` (the new documents) with ``prior_counts`` (K×V,
+    the expected counts of the documents the previous topics were fitted on) held fixed
+    (:func:`~streamtopic.refinement.refine_topics`), which continues each topic where it
+    was at the cost of the new documents alone.
+
+    Raises
+    ------
+    ModelError
+        The store's vocabulary is not the previous model's.
+    """
+    with opened_store(X) as store:
+        if list(store.vocab) != list(previous.vocab):
+            raise ModelError(f"{store.path}: its vocabulary ({store.V:,} words) is not the "
+                             f"model's ({len(previous.vocab):,}: chosen at fit time, or the "
+                             "store grew); an update continues the same words: fit anew")
+        seconds: dict[str, float] = {}
+        with ExitStack() as held, fit_scratch(scratch_root(plan.scratch_dir, store.path),
+                                              store.path) as scratch:
+            core = core_words(plan, store, refining=True)
+            spectral = (spectral_store(plan, store, scratch, seconds, held) if core is None
+                        else spectral_core(plan, store, core, seconds))
+            spectral = _in_order_of(spectral, previous.components, core)
+            refined = None
+            if corpus is not None and plan.settings.refine_passes != 0:
+                refined = _refine(plan, previous.components, corpus, store, scratch, seconds,
+                                  prior_counts)
+            topics = _topics(plan, store, spectral, refined, seconds)
+        topics.diagnostics["store"] = store_record(store)
+        topics.diagnostics["vocabulary"] = None
+    return topics
+
+
+def _in_order_of(fit: Spectral, previous: Array, core: Array | None) -> Spectral:
+    """The spectral stages' result with its topics in the order of the ``previous`` topics
+    (K×V) they match best, compared on the words the stages fitted (the core's, each topic
+    renormalised there): A's columns, the prevalence, R, the anchors."""
+    words = np.arange(previous.shape[1]) if core is None else core
+    before = previous[:, words]
+    before = before / np.maximum(before.sum(axis=1, keepdims=True), 1e-300)
+    after = fit.A[words].T
+    after = after / np.maximum(after.sum(axis=1, keepdims=True), 1e-300)
+    order = match_topics(before, after)
+    res = fit.anchors
+    anchors = replace(res, anchors=np.asarray(res.anchors)[order])
+    return replace(fit, A=fit.A[:, order], prevalence=fit.prevalence[order],
+                   R=fit.R[np.ix_(order, order)], anchors=anchors, start=fit.start[order])
+
+
 def training_corpus(plan: FitPlan, store: CooccurrenceStore) -> Any | None:
     """The corpus the refinement reads (the inputs recorded in the store), or None when
     there is no refinement. ``refine_passes='auto'`` skips it, with a warning, when no
@@ -154,15 +212,16 @@ def training_corpus(plan: FitPlan, store: CooccurrenceStore) -> Any | None:
 
 
 def _refine(plan: FitPlan, start: Array, corpus: Any, store: CooccurrenceStore, scratch: str,
-            seconds: dict[str, float]) -> Any:
+            seconds: dict[str, float], prior_counts: Array | None = None) -> Any:
     """EM over the corpus from ``start`` (K×V): until it converges ('auto'), or a set
-    number of passes."""
+    number of passes; ``prior_counts`` (K×V) the fixed counts of documents outside it."""
     rp = plan.settings.refine_passes
     t0 = time.perf_counter()
     _warmup.wait()  # the EM kernel's compilation in another process (a first fit), if under way
     refined = refine_topics(start, corpus, list(store.vocab),
                             passes=None if rp == "auto" else int(rp), seed=plan.seed,
-                            scratch=scratch, progress=plan.progress)
+                            scratch=scratch, progress=plan.progress,
+                            prior_counts=prior_counts)
     seconds["refine"] = time.perf_counter() - t0
     return refined
 

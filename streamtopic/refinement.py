@@ -395,8 +395,9 @@ def _cache_sample(corpus: Any, vocab_d: Any, sample_tokens: float, seed: int | N
 class _Topics:
     """The current topics (K×V) and the scratch file that carries them to the workers."""
 
-    def __init__(self, beta: np.ndarray, work: str) -> None:
+    def __init__(self, beta: np.ndarray, work: str, prior: np.ndarray | None = None) -> None:
         self.beta, self.work, self.version = beta, work, 0
+        self.prior = prior  # K×V expected counts of documents not in the corpus, or None
 
     def publish(self) -> str:
         """Write βᵀ (V×K, float32: the E-step's precision) for the workers; returns the
@@ -426,7 +427,7 @@ class _Topics:
         token (at the topics the E-step used)."""
         _, counts_t, loglik, tokens, _ = total  # V×K (:func:`_add`)
         V = self.beta.shape[1]
-        N = counts_t.T  # K×V expected counts
+        N = counts_t.T if self.prior is None else counts_t.T + self.prior  # K×V counts
         self.totals = N.sum(axis=1)
         self.beta = (N + eta) / (self.totals + V * eta)[:, None]
         return loglik / max(tokens, 1.0)
@@ -525,6 +526,7 @@ def refine_topics(
     seed: int | None = 0,
     scratch: str | None = None,
     progress: bool = False,
+    prior_counts: np.ndarray | None = None,
 ) -> RefineResult:
     """EM from the topics ``components`` on a cached sample of ``corpus``, then one full pass.
 
@@ -565,6 +567,11 @@ def refine_topics(
         owned by this process and removed at the end; those of killed processes are removed.
     progress : bool
         Show a progress bar per pass.
+    prior_counts : ndarray of shape (K, V), optional
+        Expected topic-word counts of documents outside ``corpus`` that the topics already
+        describe (a model's earlier training documents), added to every M-step: EM over new
+        documents then continues the topics with the old documents' statistics held fixed
+        (incremental EM), at the cost of the new documents alone.
 
     Returns
     -------
@@ -592,7 +599,10 @@ def refine_topics(
         result.sample_docs, result.sample_tokens = (int(x) for x in sizes.sum(axis=0))
         if result.sample_tokens == 0:
             raise ValueError("the corpus has no token in the vocabulary")
-        topics = _Topics(result.components, work)
+        if prior_counts is not None and np.shape(prior_counts) != (K, V):
+            raise ValueError(f"prior_counts: expected shape {(K, V)}, got "
+                             f"{np.shape(prior_counts)}")
+        topics = _Topics(result.components, work, prior_counts)
         counts = _em_on_sample(topics, docs, passes=passes, max_passes=max_passes, tol=tol,
                                alpha=alpha, eta=eta, result=result, progress=progress)
         result.corpus_docs, result.corpus_tokens = result.sample_docs, result.sample_tokens

@@ -1,0 +1,141 @@
+"""``streamtopic update``: a fitted model follows new data, at the cost of the new data.
+
+:func:`update` takes a fitted model (or its path) and new inputs:
+
+1. the inputs are ingested into the store the model was fitted on, as a new version
+   (inputs already there are skipped; a changed tokenizer or vocabulary policy is refused,
+   as ingest refuses it);
+2. the spectral stages run on the new Q, and their topics are put in the model's order
+   (:func:`~streamtopic.drift.match_topics`), so anchors and R follow the same indices;
+3. the refinement runs EM from the model's topics over the **new documents only**, with the
+   expected counts of the documents the model was fitted on held fixed (incremental EM:
+   :func:`~streamtopic.refinement.refine_topics`' ``prior_counts``, from the model's topics,
+   prevalence and tokens), so topic k continues topic k and no pass reads the old corpus;
+4. the new model records the store version it was fitted on, and is written aside, then
+   renamed (:func:`~streamtopic.persistence.save_model`), so a killed update leaves the
+   previous model as it was.
+
+Each topic's change is reported (:class:`~streamtopic.drift.TopicChange`): its
+Jensen–Shannon drift, its prevalence before and after, its anchor, and whether it is retired.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .cooccurrence import IngestReport, ingest
+from .corpus import recorded_corpus
+from .drift import TopicChange, topic_changes
+from .fitted import FittedTopics, ModelError, adopt, check_is_fitted, store_record
+from .model import AnchorTopicModel
+from .pipeline import update_store
+from .store import CooccurrenceStore
+
+__all__ = ["UpdateResult", "old_counts", "update"]
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """What :func:`update` did: the updated model, the ingest, the store versions before
+    and after, each topic's change and the seconds of each step."""
+
+    model: AnchorTopicModel
+    ingest: IngestReport
+    version_before: int
+    version_after: int
+    changes: list[TopicChange] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> list[str]:
+        """The report's lines: the versions, then one line per topic."""
+        if not self.changes:
+            return [f"nothing new: the model is fitted on store version {self.version_after}"]
+        retired = sum(c.retired for c in self.changes)
+        head = (f"updated from store version {self.version_before} to {self.version_after}: "
+                f"{self.ingest.n_docs:,} new documents, {self.ingest.n_tokens:,} tokens; "
+                f"{len(self.changes) - retired} topics continued, {retired} retired "
+                f"({sum(self.seconds.values()):.1f} s)")
+        return [head, *(c.line() for c in self.changes)]
+
+
+def old_counts(topics: FittedTopics, n_tokens: int) -> npt.NDArray[np.float64]:
+    """The expected topic-word counts (K×V) of the ``n_tokens`` tokens a model's topics were
+    fitted on: topic k's share of them (its prevalence) spread over its words."""
+    return np.asarray(topics.components * (topics.topic_prevalence * float(n_tokens))[:, None],
+                      dtype=np.float64)
+
+
+def _store_of(model: AnchorTopicModel) -> str:
+    """The path of the store ``model`` was fitted on, which an update ingests into."""
+    path = store_record(model).get("path")
+    if not path or not CooccurrenceStore.is_store(path):
+        raise ModelError(f"the store the model was fitted on ({path}) is gone: an update "
+                         "ingests into it; fit the new data anew")
+    return str(path)
+
+
+def update(
+    model: AnchorTopicModel | str | os.PathLike[str],
+    inputs: Sequence[str | os.PathLike[str]],
+    *,
+    output: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+    **reading: Any,
+) -> UpdateResult:
+    """Update a fitted model with new inputs (see the module docstring).
+
+    Parameters
+    ----------
+    model : AnchorTopicModel or path
+        The fitted model, or a saved one.
+    inputs : sequence of paths
+        The new data, read as :func:`~streamtopic.cooccurrence.ingest` reads it into the
+        model's store (``reading``: its reading options, e.g. ``format``, ``text_field``).
+    output : path, optional
+        Where the updated model is saved (written aside, then renamed; it may be the path
+        of ``model`` itself).
+    progress : bool
+        Progress bars.
+
+    Returns
+    -------
+    UpdateResult
+    """
+    t0 = time.perf_counter()
+    previous = model if isinstance(model, AnchorTopicModel) else AnchorTopicModel.load(model)
+    check_is_fitted(previous)
+    store = _store_of(previous)
+    record = store_record(previous)  # the version the model was fitted on, and its tokens
+    fitted_on, n_old = int(record.get("version", 0)), int(record.get("n_tokens", 0))
+    with CooccurrenceStore.open(store) as s:
+        before = s.version
+    report = ingest([os.fspath(p) for p in inputs], store, skip_existing=True,
+                    progress=progress, memory_budget=previous.memory_budget, **reading)
+    seconds = {"ingest": time.perf_counter() - t0}
+    with CooccurrenceStore.open(store) as s:
+        after = s.version
+    if after == fitted_on:
+        return UpdateResult(previous, report, before, after, seconds=seconds)
+    t1 = time.perf_counter()
+    plan = AnchorTopicModel(**{**previous.get_params(), "progress": progress}).fit_plan()
+    with CooccurrenceStore.open(store) as s:  # the documents the model has not seen
+        corpus = recorded_corpus(s, after=fitted_on)
+    topics = update_store(plan, store, previous.topics_, corpus,
+                          old_counts(previous.topics_, n_old))
+    topics.diagnostics["update"] = {"previous_version": fitted_on, "version": after}
+    updated = AnchorTopicModel(**previous.get_params())
+    adopt(updated, topics)
+    seconds["fit"] = time.perf_counter() - t1
+    if output is not None:
+        updated.save(output)
+    changes = topic_changes(previous.components_, updated.components_,
+                            previous.topic_prevalence_, updated.topic_prevalence_,
+                            previous.anchor_words_, updated.anchor_words_)
+    return UpdateResult(updated, report, fitted_on, after, changes, seconds)
