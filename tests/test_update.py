@@ -103,3 +103,48 @@ def test_an_update_without_its_store_is_one_clear_error(fitted):
     r = CliRunner().invoke(main, ["update", str(fitted / "m.zarr"), new, "--local", "threads"])
     assert r.exit_code == 1 and "the store the model was fitted on" in r.output
     assert "Traceback" not in r.output
+
+
+@pytest.mark.slow  # 20 updates killed at random points (a few seconds each)
+def test_a_killed_update_leaves_the_model_and_the_store_usable(fitted):
+    """kill -9 of ``streamtopic update`` at 20 random points: the previous model loads as it
+    was (or the updated one, when the kill came after its rename), the store verifies, and a
+    rerun of the update completes."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    new = write_docs(fitted / "new.txt", 300, seed=6)
+    shutil.copytree(fitted / "s.zarr", fitted / "s0.zarr")
+    shutil.copytree(fitted / "m.zarr", fitted / "m0.zarr")
+    before = st.AnchorTopicModel.load(fitted / "m.zarr").components_
+    cmd = [sys.executable, "-m", "streamtopic", "update", str(fitted / "m.zarr"), new,
+           "--local", "threads", "-q"]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    whole = time.perf_counter() - t0
+    rng = np.random.default_rng(0)
+    outcomes = set()
+    for trial in range(20):
+        for name in ("s", "m"):
+            shutil.rmtree(fitted / f"{name}.zarr")
+            shutil.copytree(fitted / f"{name}0.zarr", fitted / f"{name}.zarr")
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        time.sleep(float(rng.uniform(0.0, whole)))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        model = st.AnchorTopicModel.load(fitted / "m.zarr")  # loads: the old or the new
+        version = model.diagnostics_["store"]["version"]
+        outcomes.add(version)
+        if version == 1:
+            np.testing.assert_array_equal(model.components_, before)
+        with st.CooccurrenceStore.open(fitted / "s.zarr") as s:
+            assert s.verify() == [], trial
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert st.AnchorTopicModel.load(fitted / "m.zarr").diagnostics_["store"]["version"] == 2
+    assert 1 in outcomes  # some kills came before the update's end
