@@ -43,7 +43,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("package", ("__init__",)),
     ("uses of the estimator", ("synth", "evaluation", "fitting", "updating")),
     ("estimator", ("model",)),
-    ("views of a fitted model", ("notebook", "interop")),
+    ("views of a fitted model", ("notebook", "interop", "timeline")),
     ("uses of a fitted model", ("report", "inference")),
     ("a fit's stages in order, and saved models", ("pipeline", "persistence")),
     ("ingest, refinement and the spectral stages of a fit", ("cooccurrence", "refinement",

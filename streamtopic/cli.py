@@ -544,6 +544,31 @@ def update(model_path: str, inputs: tuple[str, ...], output: str | None, fmt: st
         _echo(line)
 
 
+@main.command()
+@click.argument("model_path", type=click.Path())
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the timeline as CSV (one row per slice) instead of printing it.")
+@_errors
+def timeline(model_path: str, output: str | None) -> None:
+    """Each topic's prevalence per slice of MODEL's corpus: the documents each version of
+    its store added (one ingest each), with the topics fixed."""
+    from .model import AnchorTopicModel
+    from .timeline import timeline as slices_of
+    from .timeline import write_timeline
+
+    slices = slices_of(AnchorTopicModel.load(model_path))
+    if output is not None:
+        _writing(output)
+        write_timeline(slices, output)
+        _echo(f"{output}: {len(slices)} slices")
+        return
+    K = slices[0].prevalence.size
+    _echo("version  documents     tokens  " + " ".join(f"{k:>6d}" for k in range(K)))
+    for s in slices:
+        _echo(f"{s.version:7d}  {s.n_docs:9,d}  {s.n_tokens:9,d}  "
+              + " ".join(f"{x:6.3f}" for x in s.prevalence))
+
+
 @dataclass(frozen=True)
 class _Estimator:
     """The ``fit`` options that set the estimator's parameters."""
