@@ -891,6 +891,8 @@ def infer(model_path: str, inputs: tuple[str, ...], output: str, output_format: 
     _echo(f"{done.path}: {done.n_docs:,} documents, {done.n_tokens:,} tokens "
                f"({done.n_in_vocabulary:,} in the model's vocabulary) in {done.seconds:.2f} s "
                f"({done.n_tokens / max(done.seconds, 1e-9) / 1e6:.2f}M tokens/s)")
+
+
 @main.command("report")
 @click.argument("model_path", type=click.Path())
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False),
@@ -900,8 +902,12 @@ def infer(model_path: str, inputs: tuple[str, ...], output: str, output_format: 
 @click.option("--pyldavis", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Also write pyLDAvis' page of the model to FILE (pip install "
                    "'streamtopic[interop]').")
+@click.option("--timeline", "with_timeline", is_flag=True,
+              help="Also draw each topic's prevalence per store version (one pass over the "
+                   "store's documents; see streamtopic timeline).")
 @_errors
-def report_cmd(model_path: str, output: str, top_words: int, pyldavis: str | None) -> None:
+def report_cmd(model_path: str, output: str, top_words: int, pyldavis: str | None,
+               with_timeline: bool) -> None:
     """Write an HTML report of a model, one file that works offline: each topic's top words
     (its anchor word marked) and prevalence, a map of the topics, their correlation, and the
     model's and its corpus' record (:func:`streamtopic.report.write_report`)."""
@@ -910,7 +916,13 @@ def report_cmd(model_path: str, output: str, top_words: int, pyldavis: str | Non
 
     _writing(output, pyldavis)
     model = AnchorTopicModel.load(model_path)
-    path = write_report(model, output, top_words=top_words, model_path=model_path)
+    slices = None
+    if with_timeline:
+        from .timeline import timeline
+
+        slices = timeline(model)
+    path = write_report(model, output, top_words=top_words, model_path=model_path,
+                        timeline=slices)
     _echo(f"{path}: report of {model.n_topics} topics")
     if pyldavis is not None:
         _echo(f"{model.to_pyldavis(pyldavis)}: pyLDAvis page")

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["FittedModel", "FittedTopics", "ModelError", "adopt", "check_is_fitted",
+__all__ = ["FittedModel", "FittedTopics", "ModelError", "Slice", "adopt", "check_is_fitted",
            "store_record"]
 
 
@@ -136,3 +136,15 @@ def store_record(model: Any) -> dict[str, Any]:
     tokenizer settings; empty when unknown), from its diagnostics."""
     record = (getattr(model, "diagnostics_", None) or {}).get("store") or {}
     return dict(record)
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One slice of a model's corpus (the documents a store version added): its documents,
+    its tokens in the model's vocabulary and each topic's prevalence there (K,): the share
+    of the slice's tokens the topic explains (:func:`streamtopic.timeline.timeline`)."""
+
+    version: int
+    n_docs: int
+    n_tokens: int
+    prevalence: npt.NDArray[np.float64]

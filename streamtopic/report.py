@@ -45,13 +45,13 @@ from bokeh.models import (
 )
 from bokeh.models.annotations import ColorBar, LabelSet, Title
 from bokeh.models.widgets import Div
-from bokeh.palettes import RdBu11
+from bokeh.palettes import Category20, RdBu11
 from bokeh.plotting import figure
 from bokeh.resources import INLINE
 
 from . import metrics
 from ._io import written_aside
-from .fitted import FittedModel, check_is_fitted
+from .fitted import FittedModel, Slice, check_is_fitted
 from .metrics import top_word_ids
 from .store import CooccurrenceStore, StoreError
 
@@ -527,6 +527,25 @@ def _prevalence_figure(model: FittedModel, width: int) -> Any:
     return fig
 
 
+def _timeline_figure(model: FittedModel, slices: Sequence[Slice], width: int) -> Any:
+    """Each topic's prevalence per slice (store version) as a line; the hover names the
+    topic, the version and the share."""
+    labels = _labels(model)
+    versions = [s.version for s in slices]
+    P = np.array([s.prevalence for s in slices], dtype=np.float64)  # slices×K
+    data = {"xs": [versions] * P.shape[1], "ys": [P[:, k] for k in range(P.shape[1])],
+            "label": labels, "colour": [Category20[20][k % 20] for k in range(P.shape[1])]}
+    fig = figure(width=width, height=300, title="Topic prevalence per store version",
+                 x_axis_label="store version", y_axis_label="share of the tokens",
+                 y_range=DataRange1d(start=0), toolbar_location=None, tools="")
+    fig.multi_line(xs="xs", ys="ys", line_color="colour", line_width=2,
+                   source=ColumnDataSource(data))
+    fig.add_tools(HoverTool(tooltips=[("topic", "@label"), ("version", "$x{0}"),
+                                      ("share", "$y{0.000}")]))
+    fig.xaxis.ticker = versions
+    return fig
+
+
 def _topic_figure(model: FittedModel, k: int, ids: np.ndarray, n_rows: int,
                   width: int) -> Any:
     """Topic k's top words (ids, most probable first) as horizontal bars of p(w | z), its
@@ -635,9 +654,11 @@ def _provenance_div(sections: list[Section]) -> Div:
 
 
 def report_layout(model: FittedModel, *, top_words: int = 10,
-                  model_path: str | os.PathLike[str] | None = None) -> LayoutDOM:
-    """The report's Bokeh layout: header, topic map and correlation heatmap, prevalence,
-    the topics' top words, the topics' table and the provenance.
+                  model_path: str | os.PathLike[str] | None = None,
+                  timeline: Sequence[Slice] | None = None) -> LayoutDOM:
+    """The report's Bokeh layout: header, topic map and correlation heatmap, prevalence
+    (and its timeline, when ``timeline`` gives the slices), the topics' top words, the
+    topics' table and the provenance.
 
     Parameters
     ----------
@@ -662,10 +683,12 @@ def report_layout(model: FittedModel, *, top_words: int = 10,
     side = int(np.clip(16 * K + 180, 460, 700))
     heat = _heatmap_figure(model, side)
     topic_map_fig = _map_figure(model, top, PAGE_WIDTH - side - 90, side)
+    over_time = [] if not timeline else [_timeline_figure(model, timeline, PAGE_WIDTH)]
     return column(
         _header_div(model, path),
         row(topic_map_fig, heat),
         _prevalence_figure(model, PAGE_WIDTH),
+        *over_time,
         Div(text=_CSS + f"<h2 class='st'>Top {top_words} words of each topic: p(w | z)</h2>",
             width=PAGE_WIDTH),
         _topics_grid(model, top_ids),
@@ -675,7 +698,8 @@ def report_layout(model: FittedModel, *, top_words: int = 10,
 
 
 def write_report(model: FittedModel, path: str | os.PathLike[str], *,
-                 top_words: int = 10, model_path: str | os.PathLike[str] | None = None) -> str:
+                 top_words: int = 10, model_path: str | os.PathLike[str] | None = None,
+                 timeline: Sequence[Slice] | None = None) -> str:
     """Write the HTML report of a model: one self-contained file (Bokeh's resources inlined,
     no network access needed), written aside and renamed into place.
 
@@ -689,6 +713,9 @@ def write_report(model: FittedModel, path: str | os.PathLike[str], *,
         Words shown per topic.
     model_path : path, optional
         Where the model was loaded from.
+    timeline : sequence of Slice, optional
+        Each topic's prevalence per slice (:func:`streamtopic.timeline.timeline`), drawn
+        under the prevalence.
 
     Returns
     -------
@@ -708,7 +735,8 @@ def write_report(model: FittedModel, path: str | os.PathLike[str], *,
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise FileNotFoundError(errno.ENOENT, "No such directory", folder)
-    layout = report_layout(model, top_words=top_words, model_path=model_path)
+    layout = report_layout(model, top_words=top_words, model_path=model_path,
+                           timeline=timeline)
     name = os.path.basename(os.path.normpath(os.fspath(model_path))) if model_path else "model"
     text = file_html(layout, resources=INLINE, title=f"streamtopic report: {name}")
     with written_aside(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:

@@ -15,30 +15,17 @@ from __future__ import annotations
 
 import csv
 import os
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from ._io import written_aside
 from .corpus import recorded_corpus
-from .fitted import ModelError, check_is_fitted, store_record
+from .fitted import ModelError, Slice, check_is_fitted, store_record
 from .inference import chunk_counts, infer_topics, model_prior
 from .store import CooccurrenceStore
 
 __all__ = ["Slice", "timeline", "write_timeline"]
-
-
-@dataclass(frozen=True)
-class Slice:
-    """One slice of the corpus (a store version): its documents, tokens in the model's
-    vocabulary and each topic's prevalence there (K,)."""
-
-    version: int
-    n_docs: int
-    n_tokens: int
-    prevalence: npt.NDArray[np.float64]
 
 
 def timeline(model: Any) -> list[Slice]:

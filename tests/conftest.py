@@ -54,6 +54,16 @@ def newsgroups_tar() -> Path:
     return NEWSGROUPS_TAR
 
 
+@pytest.fixture(scope="session")
+def sotu_jsonl() -> Path:
+    """The State of the Union paragraphs (JSON Lines, gzip; ``year`` field; not bundled)."""
+    path = SHARED_DATA / "sotu" / "sotu.jsonl.gz"
+    if not path.is_file():
+        pytest.skip(f"the State of the Union paragraphs not found at {path} "
+                    "(set STREAMTOPIC_SHARED_DATA)")
+    return path
+
+
 # ----------------------------------------------------------------------------- pair kernels
 
 

@@ -227,3 +227,55 @@ def test_report_renders_offline_in_chromium(kos_model, tmp_path):
     assert "docword.kos.txt.gz" in provenance and "3,430" in provenance
     assert f"{len(model.vocab_):,}" in provenance
     assert SCREENSHOT.stat().st_size > 50_000
+
+
+@pytest.mark.slow
+def test_a_timeline_of_a_dated_corpus_renders_in_chromium(sotu_jsonl, tmp_path):
+    """The State of the Union paragraphs ingested a half-century at a time (one store
+    version each), fitted, then ``report --timeline``: the timeline figure is drawn in
+    Chromium, one line per topic over the versions, and it shows the topics moving."""
+    import gzip
+    import json
+
+    sync_playwright = _chromium()
+    eras: dict[int, list[str]] = {}
+    with gzip.open(sotu_jsonl, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            eras.setdefault(min(int(json.loads(line)["year"]), 1999) // 50, []).append(line)
+    store = tmp_path / "s.zarr"
+    for era in sorted(eras):
+        part = tmp_path / f"era{era}.jsonl"
+        part.write_text("".join(eras[era]))
+        st.ingest(str(part), store, progress=False)
+    st.AnchorTopicModel(K, seed=0).fit(store).save(tmp_path / "m.zarr")
+    out = tmp_path / "timeline.html"
+    with dask.config.set(scheduler="threads"):
+        res = CliRunner().invoke(main, ["report", str(tmp_path / "m.zarr"), "-o", str(out),
+                                        "--timeline"])
+    assert res.exit_code == 0, res.output
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1320, "height": 900})
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(out.as_uri())
+            page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0")
+            page.locator("canvas").first.wait_for()
+            lines = page.evaluate("""() => Array.from(Bokeh.documents[0].all_models)
+                .filter(m => m.type === "MultiLine").length""")
+            xs = page.evaluate("""() => Array.from(Bokeh.documents[0].all_models)
+                .filter(m => m.type === "ColumnDataSource")
+                .map(m => m.data instanceof Map ? m.data : new Map(Object.entries(m.data)))
+                .filter(d => d.has("xs")).map(d => d.get("ys").length)""")
+            titles = page.evaluate("""() => Array.from(Bokeh.documents[0].all_models)
+                .filter(m => m.type === "Title").map(m => m.text)""")
+        finally:
+            browser.close()
+    assert errors == []
+    assert lines >= 1 and xs == [K], (lines, xs)
+    assert "Topic prevalence per store version" in titles
+    from streamtopic.timeline import timeline
+
+    P = np.array([s.prevalence for s in timeline(st.AnchorTopicModel.load(tmp_path / "m.zarr"))])
+    assert P.shape == (len(eras), K) and np.ptp(P, axis=0).max() > 0.1  # topics come and go
