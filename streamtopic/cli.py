@@ -251,6 +251,28 @@ def _numeric_inputs(inputs: Sequence[str], fmt: str) -> bool:
 #: process against 3.5 s on two worker processes).
 SMALL_TEXT_BYTES = 64 * 2**20
 
+#: ``ingest`` and ``update`` read text below this many bytes (on disk) on threads in their
+#: own process under ``--local auto``: a local cluster of worker processes takes 2 to 3 s to
+#: start and stop, while the pipeline tokenises 6 to 10 MB of text per second and core
+#: (1.1M to 1.8M tokens/s, benchmarks/rawtext_scale.py), so below 8 MiB the processes cost
+#: more than they save. A 1% batch of 20 Newsgroups (113 documents) took 19 s on the cluster.
+SMALL_INGEST_BYTES = 8 * 2**20
+
+
+def _light_inputs(inputs: Sequence[str], fmt: str) -> bool:
+    """Whether threads suffice for ingesting ``inputs``: numerical, or little text
+    (``SMALL_INGEST_BYTES``)."""
+    from .corpus import expand_inputs
+
+    if _numeric_inputs(inputs, fmt):
+        return True
+    try:
+        size = sum(os.path.getsize(path) for path, _ in expand_inputs(list(inputs), fmt))
+    except (CorpusError, OSError):
+        return False  # the ingest itself reports the error
+    return size < SMALL_INGEST_BYTES
+
+
 #: Errors of writing that an OS error may carry without a file name (a full disk, a quota, a
 #: read-only file system, a file size limit): the message names what the command writes.
 _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
@@ -380,7 +402,7 @@ def ingest(inputs: tuple[str, ...], store_path: str, skip_existing: bool, grow_v
     new store records these settings; an existing store reads new input as it was built.
     """
     _writing(store_path)
-    with sched(numeric=_numeric_inputs(inputs, reader.fmt)):
+    with sched(numeric=_light_inputs(inputs, reader.fmt)):
         report = reader.ingest(inputs, store_path, skip_existing=skip_existing,
                                progress=not sched.quiet, grow=grow_vocab,
                                memory_budget=None if memory_budget is None
@@ -537,7 +559,7 @@ def update(model_path: str, inputs: tuple[str, ...], output: str | None, fmt: st
 
     out = output or model_path
     _writing(out)
-    with sched(numeric=_numeric_inputs(inputs, fmt)):
+    with sched(numeric=_light_inputs(inputs, fmt)):
         result = do_update(model_path, list(inputs), output=out, progress=not sched.quiet,
                            format=fmt, text_field=text_field)
     for line in result.summary():

@@ -190,6 +190,35 @@ def test_fit_of_text_ingests_on_processes_and_fits_on_threads(monkeypatch, tmp_p
     assert all(c["local"] == "auto" for c in calls)
 
 
+def test_a_small_text_ingest_runs_on_threads(monkeypatch, tmp_path):
+    """``ingest`` of little text (below ``SMALL_INGEST_BYTES``) stays in its process on
+    threads: a cluster of worker processes takes longer to start than the work; more text
+    goes to the cluster."""
+    import contextlib
+
+    from click.testing import CliRunner
+
+    from streamtopic import cli
+
+    calls: list[dict] = []
+
+    @contextlib.contextmanager
+    def fake(*args, **kw):
+        calls.append(kw)
+        yield None
+
+    monkeypatch.setattr(cli, "scheduler_context", fake)
+    monkeypatch.delenv("STREAMTOPIC_SCHEDULER", raising=False)
+    docs = tmp_path / "docs.txt"
+    docs.write_text("".join(f"alpha{'beta' * (i % 7)} gamma delta\n" for i in range(200)))
+    for i, limit in enumerate((cli.SMALL_INGEST_BYTES, 10)):
+        monkeypatch.setattr(cli, "SMALL_INGEST_BYTES", limit)
+        res = CliRunner().invoke(cli.main, ["ingest", str(docs), "-s", str(tmp_path / f"{i}.zarr"),
+                                            "--min-df", "1", "--max-df", "1.0", "-q"])
+        assert res.exit_code == 0, res.output
+    assert [c["numeric"] for c in calls] == [True, False]
+
+
 def test_a_named_scheduler_runs_every_stage(monkeypatch, tmp_path):
     calls = _recorded_schedulers(monkeypatch, tmp_path, ["--local", "cluster"])
     assert [c["numeric"] for c in calls] == [False, False]
