@@ -47,6 +47,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("uses of a fitted model", ("report", "inference")),
     ("saved models", ("persistence",)),
     ("ingest and refinement", ("cooccurrence", "refinement")),
+    ("named anchors", ("seeding",)),
     ("spectral stages", ("hyperparameters", "anchors", "workspace")),
     ("spectral steps", ("rectification", "recovery", "sketch", "selection", "metrics",
                         "termmap")),

@@ -74,6 +74,19 @@ from .recovery import (
 )
 from .rectification import RECTIFY_METHODS, rectify, rectify_in_memory
 from .refinement import refine_topics
+from .seeding import (
+    DEFAULT_TANDEM,
+    NAMED_MIN_DF,
+    TANDEM_METHODS,
+    NamedAnchors,
+    anchor_groups,
+    excluded_ids,
+    name_anchors,
+    seeded_anchors,
+    settings_record,
+    store_named_ids,
+    without,
+)
 from .selection import Selection, selected_store
 from .sketch import (
     AnchorPoints,
@@ -308,6 +321,21 @@ class AnchorTopicModel:
         Deprecated: ``anchor_method='exact'``.
     cleanup : bool
         Run FastAnchorWords' cleanup pass.
+    anchor_words : path or list, optional
+        Named anchors (:mod:`streamtopic.seeding`): a file of one topic per line, or a list
+        with one item per topic, its words as a list or one string
+        (``[["space", "nasa", "orbit"], "hockey nhl"]``; several words: a tandem anchor).
+        These topics come first, in order; the other K − m anchors are found with the named
+        rows' span projected out. Every word must be in the vocabulary and in at least
+        ``anchor_min_df`` documents, when given, else
+        :data:`~streamtopic.seeding.NAMED_MIN_DF` (else a ValueError naming it). Tandem
+        anchors need the spectral stages in memory (the default method's core vocabulary).
+    exclude_words : list of str, optional
+        Words that may not become anchors and are left out of :meth:`top_words` and the
+        report (changing it after the fit changes what is shown, without a refit).
+    tandem : {'harmonic', 'mean', 'min'}
+        How a tandem anchor's row of Q̄ combines its words' rows
+        (:func:`~streamtopic.seeding.tandem_rows`).
     tol : float, optional
         Solver tolerance on the duality gap (default 1e-7 relative for L2, 1e-10 for the
         active set, 1e-6 nats for KL).
@@ -391,6 +419,9 @@ class AnchorTopicModel:
         anchor_min_df: int | None = None,
         exact_anchors: bool = False,
         cleanup: bool = True,
+        anchor_words: str | os.PathLike[str] | Sequence[str | Sequence[str]] | None = None,
+        exclude_words: Sequence[str] | None = None,
+        tandem: str = DEFAULT_TANDEM,
         tol: float | None = None,
         max_iter: int | None = None,
         block_rows: int | None = None,
@@ -416,6 +447,9 @@ class AnchorTopicModel:
         self.anchor_min_df = anchor_min_df
         self.exact_anchors = exact_anchors
         self.cleanup = cleanup
+        self.anchor_words = anchor_words
+        self.exclude_words = exclude_words
+        self.tandem = tandem
         self.tol = tol
         self.max_iter = max_iter
         self.block_rows = block_rows
@@ -446,6 +480,9 @@ class AnchorTopicModel:
         "anchor_min_df": [Interval(Integral, 0, None), None],
         "exact_anchors": ["boolean"],
         "cleanup": ["boolean"],
+        "anchor_words": ["path", "word_groups", None],
+        "exclude_words": ["words", None],
+        "tandem": [Options(*TANDEM_METHODS)],
         "tol": [Interval(Real, 0, None, closed="neither"), None],
         "max_iter": [Interval(Integral, 1, None), None],
         "block_rows": [Interval(Integral, 1, None), None],
@@ -583,6 +620,7 @@ class AnchorTopicModel:
                                                  int(self.n_topics))
                 if selected is not None:
                     seconds["select"] = time.perf_counter() - t0
+                self._named = self._named_anchors(store)  # issue 27: checked before any stage
                 # the source's own record of its corpus (its token cache): a store derived
                 # for a fit-time vocabulary holds only Q; refinement maps the words onto it
                 corpus = self._training_corpus(source)
@@ -592,6 +630,8 @@ class AnchorTopicModel:
                 refined = (None if corpus is None
                            else self._refine(spectral.start, corpus, store, scratch, seconds))
                 self._set_results(store, spectral, refined, seconds)
+            self.diagnostics_["seeding"] = settings_record(self._named, self.exclude_words,
+                                                           self.tandem)  # issue 27
             self.diagnostics_["store"] = _store_record(source)
             self.diagnostics_["vocabulary"] = selected
         return self
@@ -638,6 +678,8 @@ class AnchorTopicModel:
         if int(size) >= int((df > 0).sum()):
             return None
         order = np.argsort(-df, kind="stable")[:int(size)]
+        if self._named is not None:  # issue 27: named anchors are in the core
+            order = np.union1d(order, self._named.ids)
         return np.sort(order)
 
     def _auto_core_size(self) -> int:
@@ -658,6 +700,7 @@ class AnchorTopicModel:
         when a few V×V copies fit the budget). ``held`` keeps the rectified cache entry the
         fit reads until the fit ends."""
         s, K = self._s, int(self.n_topics)
+        named = store_named_ids(self._named, s.anchor_method)  # issue 27: first, in order
         stored = self._stored_q(store, scratch, seconds, held)
         Q, src, Q_held = stored.Q, stored.blocks, stored.held
         t0 = time.perf_counter()
@@ -673,12 +716,13 @@ class AnchorTopicModel:
         if s.anchor_method == "qr":
             res = find_anchors_qr(Q if Q_held is None else Q_held, p, K, candidates,
                                   norms=norms, memory_budget=self._budget,
-                                  progress=self.progress)
+                                  progress=self.progress, named=named)
         elif s.anchor_method == "lp":
             res = find_anchors_lp(X_points, K, candidates, seed=s.seed)
         else:
             res = find_anchors(X_points, K, candidates, cleanup=self.cleanup,
-                               precision="double" if s.anchor_method == "exact" else "single")
+                               precision="double" if s.anchor_method == "exact" else "single",
+                               named=named)
         del X_points
         seconds["anchors"] = time.perf_counter() - t0
 
@@ -738,7 +782,8 @@ class AnchorTopicModel:
         fit = spectral_in_memory(
             Qc, int(self.n_topics), self._s, candidates=cand, rectify_iters=int(self.rectify_iters),
             seed=self._s.seed, cleanup=self.cleanup, tol=self.tol, max_iter=self.max_iter,
-            seconds=seconds)
+            seconds=seconds, tandem=self.tandem,
+            named=None if self._named is None else self._named.local(core))
         del Qc
         counts = np.asarray(store.word_counts, dtype=np.float64)
         unigram = counts / counts.sum()
@@ -911,12 +956,39 @@ class AnchorTopicModel:
         return sketch_points(src, int(min(self.sketch_dim, V)), self._s.seed, scratch, frequent,
                              progress=self.progress)
 
+    def _named_anchors(self, store: CooccurrenceStore) -> NamedAnchors | None:
+        """The named anchors (issue 27, :func:`~streamtopic.seeding.name_anchors`) resolved
+        in ``store`` and checked against the anchor threshold; sets ``_excluded``, the
+        excluded words' ids."""
+        self._excluded = excluded_ids(store.vocab, self.exclude_words)
+        if self.anchor_words is None:
+            return None
+        min_df = NAMED_MIN_DF if self.anchor_min_df is None else int(self.anchor_min_df)
+        return name_anchors(anchor_groups(self.anchor_words), store.vocab,
+                            store.doc_freq if store.counts_known else None, min_df,
+                            int(self.n_topics), self._excluded)
+
+    def refit(self, X: Any = None, **params: Any) -> AnchorTopicModel:
+        """Fit again from the store this model was fitted on (or ``X``), parameters changed
+        (:meth:`set_params`): e.g. ``model.refit(anchor_words=[["space", "nasa"]])``.
+
+        The store is not re-ingested: only Q's blocks are read, and the training corpus when
+        the refinement runs (``refine_passes=0`` skips it).
+
+        Returns
+        -------
+        self
+        """
+        check_is_fitted(self)
+        self.set_params(**params)
+        return self.fit(self.diagnostics_["store"]["path"] if X is None else X)
+
     def _frequent(self, store: CooccurrenceStore) -> np.ndarray | None:
         """The words whose document frequency reaches ``anchor_min_df`` (sorted ids; None if
         no threshold applies; :func:`~streamtopic.sketch.frequent_words`). Sets
         ``_min_df_used``."""
         frequent, self._min_df_used = frequent_words(store, self.anchor_min_df)
-        return frequent
+        return without(frequent, store.V, self._excluded)  # issue 27: exclusions
 
     @staticmethod
     def _candidates(p: np.ndarray, frequent: np.ndarray | None) -> np.ndarray:
@@ -980,7 +1052,12 @@ class AnchorTopicModel:
         check_is_fitted(self)
         if n < 1:
             raise ValueError(f"n={n!r}: must be >= 1")
-        order = np.argsort(-self.components_, axis=1, kind="stable")[:, :n]
+        shown = self.components_
+        hidden = excluded_ids(self.vocab_, self.exclude_words)  # issue 27: not shown
+        if hidden.size:
+            shown = shown.copy()
+            shown[:, hidden] = -np.inf
+        order = np.argsort(-shown, axis=1, kind="stable")[:, :n]
         return [[self.vocab_[i] for i in row] for row in order]
 
     def transform(self, X: Any) -> np.ndarray:
@@ -1101,6 +1178,8 @@ def spectral_in_memory(
     tol: float | None = None,
     max_iter: int | None = None,
     seconds: dict[str, float],
+    named: NamedAnchors | None = None,
+    tandem: str = DEFAULT_TANDEM,
 ) -> _Spectral:
     """Rectification, anchors, recovery and topic-topic on a co-occurrence matrix held in
     memory (a core vocabulary's), with threads and no Dask graph.
@@ -1117,6 +1196,9 @@ def spectral_in_memory(
         Rows that may become anchors (default: every row with mass).
     seconds : dict
         Receives each stage's wall time.
+    named : NamedAnchors, optional
+        Named anchors as row ids of ``Q`` (:func:`~streamtopic.seeding.seeded_anchors`),
+        first; a tandem's rows combined by ``tandem``.
 
     Returns
     -------
@@ -1140,7 +1222,12 @@ def spectral_in_memory(
     t0 = time.perf_counter()
     Qbar = Q * inv[:, None]
     norms = np.einsum("ij,ij->i", Qbar, Qbar)
-    if settings.anchor_method == "qr":
+    anchor_rows = None  # issue 27: a tandem anchor's combined row is fitted against
+    if named is not None:
+        res, anchor_rows = seeded_anchors(Q, Qbar, p, norms, K, cand, named,
+                                          settings.anchor_method, cleanup=cleanup,
+                                          tandem=tandem, recover=settings.recover)
+    elif settings.anchor_method == "qr":
         res = find_anchors_qr(Q, p, K, cand, in_memory=True, norms=norms, memory_budget=2**62)
     elif settings.anchor_method == "lp":
         res = find_anchors_lp(Qbar, K, cand, seed=seed)
@@ -1152,12 +1239,13 @@ def spectral_in_memory(
     if settings.recover == "original":
         A, prevalence, solver = recover_original_in_memory(Q, p, S)
     else:
-        C, solver = recover_in_memory(Q, Qbar, norms, p, S, settings.recover, tol, max_iter)
+        C, solver = recover_in_memory(Q, Qbar, norms, p, S, settings.recover, tol, max_iter,
+                                      anchor_rows)
         weighted = C * p[:, None]  # Bayes' rule: p(w | z) ∝ p(z | w) p(w)
         mass = weighted.sum(axis=0)
         A = weighted / np.where(mass > 0, mass, 1.0)[None, :]
         prevalence = mass / mass.sum()
-    if settings.topic_topic == "anchor":
+    if settings.topic_topic == "anchor" and anchor_rows is None:  # (a tandem is no word)
         R = anchor_topic_cooccurrence(A, S, Q[np.ix_(S, S)])
     else:
         R = pinv_topic_cooccurrence(A, A.T @ (Q @ A))
@@ -1218,14 +1306,19 @@ def _refine_diagnostics(refined: Any) -> dict[str, Any]:
 
 
 def top_words_table(model: AnchorTopicModel, n: int = 10) -> Sequence[str]:
-    """One line per topic: its top words, the anchor marked with ``*``."""
+    """One line per topic: its top words, the anchor marked with ``*``; a named topic
+    (issue 27) marked ``named`` with its anchor words."""
     lines = []
+    seeding = model.diagnostics_.get("seeding") or {}
+    named = seeding.get("named") or []
     for k, words in enumerate(model.top_words(n)):
         anchor = model.anchor_words_[k]
         shown = [f"*{w}*" if w == anchor else w for w in words]
         if anchor not in words:
             shown.append(f"(anchor *{anchor}*)")
-        lines.append(f"topic {k:3d} ({model.topic_prevalence_[k]:.3f}): " + " ".join(shown))
+        mark = f" named [{' '.join(named[k])}]" if k < len(named) else ""
+        lines.append(f"topic {k:3d} ({model.topic_prevalence_[k]:.3f}){mark}: "
+                     + " ".join(shown))
     return lines
 
 
