@@ -618,7 +618,7 @@ _estimator_options = _grouped("params", _Estimator, [
         help="Words (comma- or blank-separated) that may not be anchors and are not shown "
              "among the top words, e.g. 'writes,article'."),
     click.option(
-        "--tandem", type=click.Choice(["harmonic", "mean", "min"]), default="harmonic",
+        "--tandem", type=click.Choice(["harmonic", "mean", "min"]), default="mean",
         show_default=True,
         help="How a tandem anchor's row of the co-occurrence combines its words' rows."),
     click.option("--seed", type=int, default=0, show_default=True,

@@ -72,7 +72,7 @@ from .recovery import (
     recover_in_memory,
     recover_original_in_memory,
 )
-from .rectification import RECTIFY_METHODS, rectify, rectify_in_memory
+from .rectification import RECTIFY_METHODS, rectify
 from .refinement import refine_topics
 from .seeding import (
     DEFAULT_TANDEM,
@@ -82,6 +82,8 @@ from .seeding import (
     anchor_groups,
     excluded_ids,
     name_anchors,
+    pinned_entries,
+    rectified_core,
     seeded_anchors,
     settings_record,
     store_named_ids,
@@ -333,9 +335,10 @@ class AnchorTopicModel:
     exclude_words : list of str, optional
         Words that may not become anchors and are left out of :meth:`top_words` and the
         report (changing it after the fit changes what is shown, without a refit).
-    tandem : {'harmonic', 'mean', 'min'}
+    tandem : {'mean', 'harmonic', 'min'}
         How a tandem anchor's row of Q̄ combines its words' rows
-        (:func:`~streamtopic.seeding.tandem_rows`).
+        (:func:`~streamtopic.seeding.tandem_rows`; the measurement behind the default in
+        :mod:`streamtopic.seeding`).
     tol : float, optional
         Solver tolerance on the duality gap (default 1e-7 relative for L2, 1e-10 for the
         active set, 1e-6 nats for KL).
@@ -529,7 +532,8 @@ class AnchorTopicModel:
         if not isinstance(s.core_size, str) and s.core_size <= self.n_topics:
             raise ValueError(f"core_size={s.core_size!r}: must be 'auto', 'all' or an integer "
                              "> n_topics")
-        if self.core_size not in (None, "all") and s.refine_passes == 0:
+        if (self.core_size not in (None, "all") and s.refine_passes == 0
+                and not getattr(self, "_preview", False)):  # issue 27: refit's preview
             raise ValueError(f"core_size={self.core_size!r} needs refinement, which gives the "
                              "words outside the core their rows: refine_passes must not be 0")
         sd = self.scratch_dir
@@ -670,6 +674,7 @@ class AnchorTopicModel:
         refinement (only the refinement gives the other words their rows), no document
         frequencies, or a core that would hold every word."""
         size = self._s.core_size
+        refining = refining or getattr(self, "_preview", False)  # issue 27: refit's preview
         if size == "all" or not refining or not store.counts_known:
             return None
         if size == "auto":
@@ -811,7 +816,8 @@ class AnchorTopicModel:
         _warmup.wait()  # the EM kernel's compilation in another process (a first fit), if under way
         refined = refine_topics(start, corpus, list(store.vocab),
                                 passes=None if rp == "auto" else int(rp),
-                                seed=self._s.seed,
+                                seed=self._s.seed,  # issue 27: named topics keep their words
+                                pinned=pinned_entries(self._named, start.shape[0], start.shape[1]),
                                 scratch=scratch, progress=self.progress)
         seconds["refine"] = time.perf_counter() - t0
         return refined
@@ -973,15 +979,22 @@ class AnchorTopicModel:
         (:meth:`set_params`): e.g. ``model.refit(anchor_words=[["space", "nasa"]])``.
 
         The store is not re-ingested: only Q's blocks are read, and the training corpus when
-        the refinement runs (``refine_passes=0`` skips it).
+        the refinement runs. ``refine_passes=0`` on a model fitted on a core vocabulary is
+        a *preview* in seconds: the spectral stages on the same core (its block of Q only),
+        no refinement, and the words outside the core get probability 0 in every topic
+        (a later refit with refinement gives them their rows).
 
         Returns
         -------
         self
         """
         check_is_fitted(self)
+        self._preview = params.get("refine_passes") == 0 and self.diagnostics_.get("core")
         self.set_params(**params)
-        return self.fit(self.diagnostics_["store"]["path"] if X is None else X)
+        try:
+            return self.fit(self.diagnostics_["store"]["path"] if X is None else X)
+        finally:
+            self._preview = False
 
     def _frequent(self, store: CooccurrenceStore) -> np.ndarray | None:
         """The words whose document frequency reaches ``anchor_min_df`` (sorted ids; None if
@@ -1209,8 +1222,8 @@ def spectral_in_memory(
     rect_info = None
     t0 = time.perf_counter()
     if settings.rectify != "none":
-        res_r = rectify_in_memory(Q, K, method=settings.rectify, n_iter=rectify_iters,
-                                  seed=seed)
+        res_r = rectified_core(Q, K, method=settings.rectify, n_iter=rectify_iters,
+                               seed=seed)  # issue 27: kept for a refit with other anchors
         assert res_r.array is not None
         Q = res_r.array
         rect_info = {"method": settings.rectify, "iterations": rectify_iters, "reused": False,

@@ -234,7 +234,7 @@ def test_tandem_on_a_core_keeps_named_topics_through_refinement(corpus):
     assert set(groups[0]) <= set(top[0]) and groups[1][0] in top[1]
     l1 = np.abs(A[:, :2] - m.components_[:2].T).sum(axis=0)
     assert (l1 < 0.3).all(), l1
-    assert m.diagnostics_["seeding"]["tandem"] == "harmonic"
+    assert m.diagnostics_["seeding"]["tandem"] == "mean"
     with pytest.raises(ValueError, match="tandem anchors"):
         st.AnchorTopicModel(K, method="plain", anchor_words=groups).fit(store)
 
@@ -285,3 +285,23 @@ def test_cli_anchor_words_and_from_model(corpus, tmp_path):
     assert res.exit_code == 0, res.output
     m2 = st.AnchorTopicModel.load(again)
     assert m2.method == "plain" and m2.n_topics == K and m2.anchors_[0] == anchors[2]
+
+
+def test_refit_without_refinement_previews_on_the_same_core(corpus):
+    """``refit(refine_passes=0)`` of a model fitted on a core: the spectral stages on that
+    core only (no corpus read), the named topics first; words outside the core get 0."""
+    A, anchors, store = corpus
+    m = st.AnchorTopicModel(K, seed=0, core_size=300, refine_passes=2).fit(store)
+    core_before = m.diagnostics_["core"]
+    m.refit(anchor_words=_words(anchors[:2]), refine_passes=0)
+    assert m.diagnostics_["core"] == core_before and m.diagnostics_["refinement"] is None
+    assert "refine" not in m.diagnostics_["seconds"]
+    assert m.anchors_[:2].tolist() == anchors[:2].tolist()
+    with st.CooccurrenceStore.open(store) as s:
+        df = np.asarray(s.doc_freq)
+    outside = np.argsort(-df, kind="stable")[300:]
+    assert (m.components_[:, outside] == 0).all()
+    np.testing.assert_allclose(m.components_.sum(axis=1), 1.0)
+    # a plain fit without refinement still takes the whole vocabulary
+    m2 = st.AnchorTopicModel(K, seed=0, refine_passes=0, core_size=None).fit(store)
+    assert m2.diagnostics_["core"] is None
