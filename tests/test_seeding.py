@@ -305,3 +305,22 @@ def test_refit_without_refinement_previews_on_the_same_core(corpus):
     # a plain fit without refinement still takes the whole vocabulary
     m2 = st.AnchorTopicModel(K, seed=0, refine_passes=0, core_size=None).fit(store)
     assert m2.diagnostics_["core"] is None
+
+
+def test_report_marks_named_topics_and_hides_excluded_words(corpus, tmp_path):
+    from streamtopic.model import top_words_table
+    from streamtopic.report import _labels
+
+    A, anchors, store = corpus
+    words = [[synth.default_vocab(V)[anchors[3]]]]
+    m = st.AnchorTopicModel(K, method="plain", anchor_method="qr", seed=0,
+                            anchor_words=words).fit(store)
+    hidden = m.top_words(1)[1][0]
+    m.set_params(exclude_words=[hidden])  # shown words change without a refit
+    assert hidden not in {w for t in m.top_words(10) for w in t}
+    lines = top_words_table(m)
+    assert lines[0].startswith(f"topic   0 ({m.topic_prevalence_[0]:.3f}) named [{words[0][0]}]")
+    assert "named" not in lines[1]
+    assert _labels(m)[0] == f"0 {words[0][0]}"
+    m.report(tmp_path / "r.html")  # renders with named topics and exclusions
+    assert (tmp_path / "r.html").stat().st_size > 0
