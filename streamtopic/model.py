@@ -1001,7 +1001,10 @@ class AnchorTopicModel:
         no threshold applies; :func:`~streamtopic.sketch.frequent_words`). Sets
         ``_min_df_used``."""
         frequent, self._min_df_used = frequent_words(store, self.anchor_min_df)
-        return without(frequent, store.V, self._excluded)  # issue 27: exclusions
+        frequent = without(frequent, store.V, self._excluded)  # issue 27: exclusions, and
+        if frequent is not None and self._named is not None:  # the named words' points
+            frequent = np.union1d(frequent, self._named.ids)  # (never free candidates)
+        return frequent
 
     @staticmethod
     def _candidates(p: np.ndarray, frequent: np.ndarray | None) -> np.ndarray:
@@ -1235,17 +1238,10 @@ def spectral_in_memory(
     t0 = time.perf_counter()
     Qbar = Q * inv[:, None]
     norms = np.einsum("ij,ij->i", Qbar, Qbar)
-    anchor_rows = None  # issue 27: a tandem anchor's combined row is fitted against
-    if named is not None:
-        res, anchor_rows = seeded_anchors(Q, Qbar, p, norms, K, cand, named,
-                                          settings.anchor_method, cleanup=cleanup,
-                                          tandem=tandem, recover=settings.recover)
-    elif settings.anchor_method == "qr":
-        res = find_anchors_qr(Q, p, K, cand, in_memory=True, norms=norms, memory_budget=2**62)
-    elif settings.anchor_method == "lp":
-        res = find_anchors_lp(Qbar, K, cand, seed=seed)
-    else:
-        res = find_anchors(Qbar, K, cand, cleanup=cleanup, precision="double")
+    # issue 27: named anchors first; anchor_rows (K×n) a tandem's row for the recovery
+    res, anchor_rows = seeded_anchors(Q, Qbar, p, norms, K, cand, named, settings.anchor_method,
+                                      cleanup=cleanup, seed=seed, tandem=tandem,
+                                      recover=settings.recover)
     seconds["anchors"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     S = res.anchors

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from .anchors import AnchorResult, find_anchors, find_anchors_qr
+from .anchors import AnchorResult, find_anchors, find_anchors_lp, find_anchors_qr
 from .rectification import RectifyResult, rectify_in_memory
 
 __all__ = ["DEFAULT_TANDEM", "NAMED_MIN_DF", "TANDEM_METHODS", "NamedAnchors", "anchor_groups",
@@ -266,10 +266,11 @@ def tandem_rows(rows: np.ndarray, topic: np.ndarray, how: str = DEFAULT_TANDEM) 
 
 def seeded_anchors(
     Q: np.ndarray, Qbar: np.ndarray, p: np.ndarray, norms: np.ndarray, n_topics: int,
-    candidates: np.ndarray, named: NamedAnchors, anchor_method: str, *, cleanup: bool = True,
-    tandem: str = DEFAULT_TANDEM, recover: str = "activeset",
+    candidates: np.ndarray, named: NamedAnchors | None, anchor_method: str, *,
+    cleanup: bool = True, seed: int | None = 0, tandem: str = DEFAULT_TANDEM,
+    recover: str = "activeset",
 ) -> tuple[AnchorResult, np.ndarray | None]:
-    """Anchors with named ones, on a Q held in memory (a core vocabulary's).
+    """Anchors, the named ones first, on a Q held in memory (a core vocabulary's).
 
     Parameters
     ----------
@@ -281,10 +282,13 @@ def seeded_anchors(
         K.
     candidates : ndarray of int
         Rows that may become free anchors (named words are left out).
-    named : NamedAnchors
-        As row ids of Q (:meth:`NamedAnchors.local`).
-    anchor_method : {'qr', 'exact', 'sketch'}
-        The pivoted QR, or FastAnchorWords on the exact rows ('sketch' too: Q̄ is here).
+    named : NamedAnchors or None
+        As row ids of Q (:meth:`NamedAnchors.local`); None: every anchor is found.
+    anchor_method : {'qr', 'exact', 'sketch', 'lp'}
+        The pivoted QR, or FastAnchorWords on the exact rows ('sketch' too: Q̄ is here), or
+        the linear programs (not with named anchors).
+    cleanup, seed
+        FastAnchorWords' cleanup; the LP search's seed.
     tandem : str
         How a tandem's rows combine (:func:`tandem_rows`).
     recover : str
@@ -298,6 +302,14 @@ def seeded_anchors(
         The anchors' rows of Q̄ for the recovery when a tandem anchor is among them (None:
         the rows of the anchors themselves).
     """
+    K = int(n_topics)
+    if named is None:
+        if anchor_method == "qr":
+            return find_anchors_qr(Q, p, K, candidates, in_memory=True, norms=norms,
+                                   memory_budget=2**62), None
+        if anchor_method == "lp":
+            return find_anchors_lp(Qbar, K, candidates, seed=seed), None
+        return find_anchors(Qbar, K, candidates, cleanup=cleanup, precision="double"), None
     if anchor_method == "lp":
         raise ValueError("anchor_words needs anchor_method 'qr', 'exact' or 'sketch' "
                          "(the LP search cannot be conditioned on named anchors)")
@@ -305,7 +317,6 @@ def seeded_anchors(
         raise ValueError("tandem anchors need a recovery that fits rows of Q̄ (recover 'l2', "
                          "'kl', 'admm' or 'activeset'), not the original Recover")
     rows = tandem_rows(Qbar[named.ids], named.topic, tandem)
-    K = int(n_topics)
     if anchor_method == "qr":
         res = find_anchors_qr(Q, p, K, candidates, in_memory=True, norms=norms,
                               memory_budget=2**62, named=named.first, named_rows=rows)

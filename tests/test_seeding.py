@@ -324,3 +324,18 @@ def test_report_marks_named_topics_and_hides_excluded_words(corpus, tmp_path):
     assert _labels(m)[0] == f"0 {words[0][0]}"
     m.report(tmp_path / "r.html")  # renders with named topics and exclusions
     assert (tmp_path / "r.html").stat().st_size > 0
+
+
+@pytest.mark.parametrize("anchor_method", ["sketch", "qr"])
+def test_a_named_word_below_the_automatic_threshold(corpus, anchor_method):
+    """A named word needs 10 documents, not the automatic candidates' threshold: over the
+    whole stored Q (the sketch holds its point too) it is the first anchor."""
+    _, _, store = corpus
+    with st.CooccurrenceStore.open(store) as s:
+        df = np.asarray(s.doc_freq)
+    auto = st.sketch.default_anchor_min_df(4000)
+    word = int(np.flatnonzero((df >= 10) & (df < auto))[0])
+    m = st.AnchorTopicModel(K, method="plain", anchor_method=anchor_method, seed=0,
+                            anchor_words=[[synth.default_vocab(V)[word]]]).fit(store)
+    assert m.anchors_[0] == word and np.unique(m.anchors_).size == K
+    assert m.diagnostics_["anchor_min_df"] == auto
