@@ -48,6 +48,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("a fit's stages in order, and saved models", ("pipeline", "persistence")),
     ("ingest, refinement and the spectral stages of a fit", ("cooccurrence", "refinement",
                                                              "spectral")),
+    ("named anchors", ("seeding",)),
     ("spectral stages", ("hyperparameters", "anchors", "workspace")),
     ("spectral steps", ("rectification", "recovery", "sketch", "selection", "metrics",
                         "termmap", "drift")),

@@ -21,7 +21,8 @@ A constraint is one of:
 * ``None``: the value None;
 * ``"boolean"``: ``True`` or ``False`` (Python's or NumPy's);
 * ``"path"``: a non-empty ``str`` or ``os.PathLike`` (not bytes);
-* ``"words"``: a list or tuple of strings.
+* ``"words"``: a list or tuple of strings;
+* ``"word_groups"``: a list or tuple whose items are strings or lists or tuples of strings.
 
 A function declares its constraints once with the decorator :func:`validated`, which checks
 the arguments of every call. Constraints that tie several parameters together
@@ -104,7 +105,8 @@ class Options:
 
 
 #: One constraint of a parameter's list.
-Constraint: TypeAlias = Interval | Options | None | Literal["boolean", "path", "words"]
+Constraint: TypeAlias = (Interval | Options | None
+                         | Literal["boolean", "path", "words", "word_groups"])
 
 
 def _accepts(constraint: Constraint, value: Any) -> bool:
@@ -116,6 +118,9 @@ def _accepts(constraint: Constraint, value: Any) -> bool:
         return isinstance(value, (str, os.PathLike)) and bool(os.fspath(value))
     if constraint == "words":
         return isinstance(value, (list, tuple)) and all(isinstance(w, str) for w in value)
+    if constraint == "word_groups":
+        return isinstance(value, (list, tuple)) and all(
+            isinstance(g, str) or _accepts("words", g) for g in value)
     assert isinstance(constraint, (Interval, Options)), constraint
     return constraint.accepts(value)
 
@@ -129,6 +134,8 @@ def _describe(constraint: Constraint) -> str:
         return "a path"
     if constraint == "words":
         return "a list of words"
+    if constraint == "word_groups":
+        return "a list of words or of lists of words"
     return str(constraint)
 
 

@@ -83,7 +83,8 @@ class AnchorResult:
 
 def find_anchors(
     X: np.ndarray, K: int, candidates: np.ndarray, *, cleanup: bool = True, max_sweeps: int = 5,
-    precision: str = "single",
+    precision: str = "single", named: np.ndarray | None = None,
+    named_rows: np.ndarray | None = None,
 ) -> AnchorResult:
     """FastAnchorWords on the rows of ``X``.
 
@@ -105,39 +106,64 @@ def find_anchors(
         in single precision they read half the bytes and, at d = 1000, the points of a few
         thousand candidates stay in cache: 3× faster on the benchmarks, with the same
         anchors. A sketch is accurate to about 1/√d anyway; ``'double'`` suits exact points.
+    named : ndarray of int of shape (m,), optional
+        Named anchors (:mod:`streamtopic.seeding`): the first m anchors, never re-picked by
+        the cleanup; the other K − m are found with the named anchors' span projected out
+        first. They are not candidates.
+    named_rows : ndarray of shape (m, d), optional
+        The named anchors' points (default ``X[named]``; a tandem anchor's combined row).
 
     Returns
     -------
     AnchorResult
-        Anchors as row ids of ``X``.
+        Anchors as row ids of ``X``, the named ones first.
     """
     if precision not in ("single", "double"):
         raise ValueError(f"precision={precision!r}: expected 'single' or 'double'")
-    candidates = np.asarray(candidates, dtype=np.int64)
-    _check_n_topics(K, candidates.size)
+    named, fixed, candidates = _named_inputs(named, named_rows, candidates, lambda i: X[i])
+    _check_n_topics(K, candidates.size + named.size)
+    K -= named.size
     Xc = np.asarray(X[candidates], dtype=np.float64)
-    if K > Xc.shape[1]:  # K points in d < K dimensions are never linearly independent
+    if K + named.size > Xc.shape[1]:  # K points in d < K dimensions: never independent
         raise ValueError(
-            f"n_topics={K} exceeds the sketch dimension {Xc.shape[1]}: sketch_dim "
+            f"n_topics={K + named.size} exceeds the sketch dimension {Xc.shape[1]}: sketch_dim "
             "(--sketch-dim) must be at least the number of topics K"
         )
     points = Xc.astype(np.float32) if precision == "single" else Xc
+    ids = np.r_[candidates, named]  # local ids of the named anchors: after the candidates'
+    mine = np.arange(Xc.shape[0], ids.size)
     with _row_products(points) as times:
-        greedy_local = _greedy(Xc, K, times)
+        greedy_local = _greedy(Xc, K, times, fixed)
         local = greedy_local.copy()
         changed_total, sweeps = 0, 0
-        history = [candidates[local].copy()]
+        history = [ids[np.r_[mine, local]]]
         if cleanup:
             for sweep in range(1, max_sweeps + 1):
-                local, changed = _cleanup_sweep(Xc, local, times)
-                history.append(candidates[local].copy())
+                local, changed = _cleanup_sweep(Xc, local, times, fixed)
+                history.append(ids[np.r_[mine, local]])
                 changed_total, sweeps = changed_total + changed, sweep
                 if changed == 0:
                     break
-    dist = _distance_to_others(Xc, local)
-    return AnchorResult(
-        candidates[local], candidates[greedy_local], dist, changed_total, sweeps, history
-    )
+    dist = _distance_to_others(Xc, local, fixed)
+    return AnchorResult(ids[np.r_[mine, local]], ids[np.r_[mine, greedy_local]], dist,
+                        changed_total, sweeps, history)
+
+
+def _named_inputs(
+    named: np.ndarray | None, named_rows: np.ndarray | None, candidates: np.ndarray,
+    row: Callable[[np.ndarray], np.ndarray],
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """The named anchors' ids (m,), their rows (m×d; ``row`` of their ids by default; None
+    when there are none) and the candidates without them (int64)."""
+    candidates = np.asarray(candidates, dtype=np.int64).ravel()
+    ids = np.zeros(0, np.int64) if named is None else np.asarray(named, np.int64).ravel()
+    if ids.size == 0:
+        return ids, None, candidates
+    rows = row(ids) if named_rows is None else named_rows
+    rows = np.atleast_2d(np.asarray(rows, dtype=np.float64))
+    if rows.shape[0] != ids.size:
+        raise ValueError(f"named_rows has {rows.shape[0]} rows for {ids.size} named anchors")
+    return ids, rows, candidates[~np.isin(candidates, ids)]
 
 
 def find_anchors_qr(
@@ -150,6 +176,8 @@ def find_anchors_qr(
     memory_budget: int = 512 * 2**20,
     norms: np.ndarray | None = None,
     progress: bool = False,
+    named: np.ndarray | None = None,
+    named_rows: np.ndarray | None = None,
 ) -> AnchorResult:
     """Exact anchors: greedy column-pivoted QR on the rows of Q̄ = diag(1/p) Q, implicitly.
 
@@ -189,13 +217,20 @@ def find_anchors_qr(
         Squared row norms of Q̄ when already known (e.g. from the sketch pass); saves a pass.
     progress : bool
         Show a progress bar for each pass over Q.
+    named : ndarray of int of shape (m,), optional
+        Named anchors (:mod:`streamtopic.seeding`): the first m pivots, in order; the QR
+        starts with their rows, so the other K − m are found with the named rows' span
+        projected out (m more products with Q). They are not candidates.
+    named_rows : ndarray of shape (m, V), optional
+        Their rows of Q̄ (default: read, one row each; a tandem anchor's combined row).
 
     Returns
     -------
     AnchorResult
-        ``anchors`` (K,) the pivots in order, ``greedy`` the same, ``distances`` (K,) the
-        residual norm of each pivot at selection (distance of q̄_{s_k} from the span of the
-        rows picked before it, ``|R_kk|``), ``changed`` = ``sweeps`` = 0.
+        ``anchors`` (K,) the pivots in order (the named first), ``greedy`` the same,
+        ``distances`` (K,) the residual norm of each pivot at selection (distance of
+        q̄_{s_k} from the span of the rows picked before it, ``|R_kk|``), ``changed`` =
+        ``sweeps`` = 0.
 
     Raises
     ------
@@ -204,7 +239,7 @@ def find_anchors_qr(
         the candidates run out of linearly independent rows, or ``in_memory=False`` is asked
         of a Q that is not a dask array.
     """
-    K, V, p, candidates = _qr_inputs(Q, p, n_topics, candidates)
+    K, V, p, candidates = _qr_inputs(Q, p, n_topics, candidates, named)
     inv = safe_inverse(p)
     lazy = hasattr(Q, "__dask_graph__")
     if in_memory is None:
@@ -218,7 +253,11 @@ def find_anchors_qr(
     norms = np.asarray(norms, dtype=np.float64).ravel()
     if norms.shape != (V,):
         raise ValueError(f"norms has shape {norms.shape}, expected ({V},)")
-    chosen, dist = _pivoted_gram_schmidt(row, project, norms, K, V, allowed=candidates)
+    named, seeds, candidates = _named_inputs(
+        named, named_rows, candidates, lambda ids: np.vstack([row(int(i)) for i in ids]))
+    chosen, dist = _pivoted_gram_schmidt(row, project, norms, K - named.size, V,
+                                         allowed=candidates, seeds=seeds)
+    chosen = np.r_[named, chosen]
     return AnchorResult(chosen, chosen.copy(), dist, 0, 0, [chosen.copy()])
 
 
@@ -228,12 +267,13 @@ _Project = Callable[[np.ndarray], np.ndarray]
 
 
 def _qr_inputs(
-    Q: Any, p: np.ndarray, n_topics: int, candidates: np.ndarray
+    Q: Any, p: np.ndarray, n_topics: int, candidates: np.ndarray, named: np.ndarray | None
 ) -> tuple[int, int, np.ndarray, np.ndarray]:
-    """K, V, p (V,) and the candidates (int64) of :func:`find_anchors_qr`, checked."""
+    """K, V, p (V,) and the candidates (int64) of :func:`find_anchors_qr`, checked (the
+    named anchors count among the candidates)."""
     K = int(n_topics)
     candidates = np.asarray(candidates, dtype=np.int64).ravel()
-    _check_n_topics(K, candidates.size)
+    _check_n_topics(K, np.union1d(candidates, [] if named is None else named).size)
     V = int(Q.shape[0])
     if Q.shape != (V, V):
         raise ValueError(f"Q has shape {Q.shape}: expected a square V×V matrix")
@@ -394,6 +434,7 @@ def _pivoted_gram_schmidt(
     K: int,
     dim: int,
     allowed: np.ndarray | None = None,
+    seeds: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Greedy column-pivoted QR (Gram–Schmidt) on the rows of an implicit n×dim matrix X.
 
@@ -402,6 +443,10 @@ def _pivoted_gram_schmidt(
     stability), normalises it to b_k and updates every residual by r_i −= (x_i·b_k)². X is
     only touched through ``row`` and ``project``, so it may be the sketch, Q̄ in memory, or Q̄
     on disk; the update after the last pick is skipped (it would not change any pick).
+
+    With ``seeds`` (m×dim: the rows of named anchors, :mod:`streamtopic.seeding`) the basis
+    starts with them, in their order, and every residual is first projected off their span:
+    the K picks are conditioned on the named anchors (m more products with X).
 
     Parameters
     ----------
@@ -412,56 +457,67 @@ def _pivoted_gram_schmidt(
     resid2 : ndarray of shape (n,)
         Squared row norms of X (not modified).
     K : int
-        Number of pivots.
+        Number of pivots (besides the seeds).
     dim : int
         Number of columns of X.
     allowed : ndarray of int, optional
         Rows that may become pivots (default: all).
+    seeds : ndarray of shape (m, dim), optional
+        Vectors the basis starts with.
 
     Returns
     -------
     chosen : ndarray of shape (K,), int64
         Pivot rows, in order.
-    dist : ndarray of shape (K,)
-        Distance of each pivot from the span of the pivots before it (‖v‖ after
-        orthogonalisation: ``|R_kk|`` of the QR factorisation).
+    dist : ndarray of shape (m + K,)
+        Distance of each seed, then of each pivot, from the span of those before it (‖v‖
+        after orthogonalisation: ``|R_kk|`` of the QR factorisation).
     """
     resid2 = np.array(resid2, dtype=np.float64, copy=True)
-    basis = np.zeros((K, dim))
+    m = 0 if seeds is None else int(seeds.shape[0])
+    basis = np.zeros((m + K, dim))
     chosen = np.empty(K, dtype=np.int64)
-    dist = np.empty(K)
-    for k in range(K):
-        pool = resid2 if allowed is None else resid2[allowed]
-        at = int(np.argmax(pool))
-        i = at if allowed is None else int(allowed[at])
-        chosen[k] = i
-        v = np.array(row(i), dtype=np.float64, copy=True).ravel()
+    dist = np.empty(m + K)
+    for k in range(m + K):
+        if k < m:
+            assert seeds is not None
+            v = np.array(seeds[k], dtype=np.float64, copy=True).ravel()
+            scale = float(np.linalg.norm(v))
+        else:
+            pool = resid2 if allowed is None else resid2[allowed]
+            at = int(np.argmax(pool))
+            chosen[k - m] = at if allowed is None else int(allowed[at])
+            v = np.array(row(int(chosen[k - m])), dtype=np.float64, copy=True).ravel()
+            scale = math.sqrt(max(float(pool.max()), 0.0))
         for _ in range(2):  # re-orthogonalise once for stability
             v -= basis[:k].T @ (basis[:k] @ v)
         norm = float(np.linalg.norm(v))
-        if norm <= 1e-14 * max(1.0, math.sqrt(max(float(pool.max()), 0.0))):
+        if norm <= 1e-14 * max(1.0, scale):
             raise ValueError(
-                f"only {k} affinely independent anchor candidates; lower n_topics"
+                f"named anchor {k + 1} is a combination of the named anchors before it"
+                if k < m else
+                f"only {k - m} affinely independent anchor candidates; lower n_topics"
             )
         dist[k] = norm
         basis[k] = v / norm
-        if k + 1 < K:
+        if k + 1 < m + K:
             proj = np.asarray(project(basis[k]), dtype=np.float64).ravel()
             resid2 = np.maximum(resid2 - proj * proj, 0.0)
-        resid2[chosen[: k + 1]] = -1.0
+        resid2[chosen[: max(k - m + 1, 0)]] = -1.0
     return chosen, dist
 
 
-def _greedy(X: np.ndarray, K: int, times: Callable[[np.ndarray], np.ndarray] | None = None
-            ) -> np.ndarray:
+def _greedy(X: np.ndarray, K: int, times: Callable[[np.ndarray], np.ndarray] | None = None,
+            fixed: np.ndarray | None = None) -> np.ndarray:
     """Farthest point from the origin, then farthest from the span of those chosen.
 
     Keeps the squared residual norms of all points and updates them by one projection per
     new basis vector (stabilised Gram–Schmidt): O(n d K) work, no n×d update. ``times``
-    computes X @ b (default: in one product)."""
+    computes X @ b (default: in one product). ``fixed`` (m×d): named anchors' points, whose
+    span is projected out first (K more are picked)."""
     project = times if times is not None else (lambda b: X @ b)
     chosen, _ = _pivoted_gram_schmidt(
-        lambda i: X[i], project, np.einsum("ij,ij->i", X, X), K, X.shape[1]
+        lambda i: X[i], project, np.einsum("ij,ij->i", X, X), K, X.shape[1], seeds=fixed
     )
     return chosen
 
@@ -469,33 +525,37 @@ def _greedy(X: np.ndarray, K: int, times: Callable[[np.ndarray], np.ndarray] | N
 def _cleanup_sweep(
     X: np.ndarray, anchors: np.ndarray,
     times: Callable[[np.ndarray], np.ndarray] | None = None,
+    fixed: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int]:
     """Re-pick each anchor in turn as the point farthest from the span of the other K−1.
 
     The distance of x from span(S∖{s_i}) follows from the dual basis of S: with c = S x and
     M = S Sᵀ, ‖x‖² − ‖P_S x‖² + (c M⁻¹)_i² / (M⁻¹)_ii, so each re-pick costs O(n K) after one
     n×K product per change, never an n×d update. M⁻¹ and the projections are formed again
-    only after an anchor changes (O(n K²)), not for every re-pick."""
+    only after an anchor changes (O(n K²)), not for every re-pick. ``fixed`` (m×d): named
+    anchors' points, part of S but never re-picked (``anchors`` are the others, as rows of
+    X)."""
     times = times if times is not None else (lambda M: X @ M)
+    m = 0 if fixed is None else int(fixed.shape[0])
     anchors = anchors.copy()
-    K = anchors.size
+    K = m + anchors.size
     norms2 = np.einsum("ij,ij->i", X, X)
-    S = X[anchors]  # K×d
+    S = X[anchors] if fixed is None else np.vstack([fixed, X[anchors]])  # K×d
     C = times(np.ascontiguousarray(S.T))  # n×K: c = S x for every point
     M = S @ S.T
     changed = 0
     stale = True
-    for i in range(K):
+    for i in range(m, K):
         if stale:
             Minv = np.linalg.pinv(M, hermitian=True)
             W = C @ Minv
             base = norms2 - np.einsum("ij,ij->i", W, C)  # ‖x‖² − ‖P_S x‖²
             stale = False
         dist2 = base + W[:, i] ** 2 / max(Minv[i, i], 1e-300)
-        dist2[np.delete(anchors, i)] = -np.inf
+        dist2[np.delete(anchors, i - m)] = -np.inf
         best = int(np.argmax(dist2))
-        if best != anchors[i]:
-            anchors[i] = best
+        if best != anchors[i - m]:
+            anchors[i - m] = best
             S[i] = X[best]
             C[:, i] = times(S[i])
             M[i, :] = S @ S[i]
@@ -505,10 +565,12 @@ def _cleanup_sweep(
     return anchors, changed
 
 
-def _distance_to_others(X: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+def _distance_to_others(X: np.ndarray, anchors: np.ndarray,
+                        fixed: np.ndarray | None = None) -> np.ndarray:
     """Distance of each anchor from the span of the other K−1: 1/√((M⁻¹)_ii) with
-    M = S Sᵀ, the Gram matrix of the anchors' rows S (K×d)."""
-    S = X[anchors]
+    M = S Sᵀ, the Gram matrix of the anchors' rows S (K×d): ``fixed`` (m×d, named anchors'
+    points) first, then the rows ``anchors`` of X."""
+    S = X[anchors] if fixed is None else np.vstack([fixed, X[anchors]])
     Minv = np.linalg.pinv(S @ S.T, hermitian=True)
     return cast("np.ndarray", 1.0 / np.sqrt(np.maximum(np.diag(Minv), 1e-300)))
 

@@ -595,7 +595,7 @@ def timeline(model_path: str, output: str | None) -> None:
 class _Estimator:
     """The ``fit`` options that set the estimator's parameters."""
 
-    n_topics: int
+    n_topics: int | None
     method: str
     recover: str | None
     rectify: str | None
@@ -609,6 +609,9 @@ class _Estimator:
     anchor_min_df: int | None
     exact_anchors: bool  # the hidden --exact-anchors: --anchors exact
     no_cleanup: bool
+    anchor_words: str | None  # issue 27: named anchors, a file
+    exclude_words: str | None  # issue 27: comma-separated words
+    tandem: str
     seed: int
 
     def params(self, scratch_dir: str) -> dict[str, Any]:
@@ -629,11 +632,15 @@ class _Estimator:
             core_size=_auto_or_int(self.core_size, "--core-size", ("auto", "all")),
             sketch_dim=self.sketch_dim, anchor_min_df=self.anchor_min_df,
             cleanup=not self.no_cleanup, seed=self.seed, scratch_dir=scratch_dir,
+            anchor_words=self.anchor_words, tandem=self.tandem,
+            exclude_words=None if self.exclude_words is None else [
+                w for w in self.exclude_words.replace(",", " ").split() if w],
         )
 
 
 _estimator_options = _grouped("params", _Estimator, [
-    click.option("-k", "--n-topics", type=int, required=True, help="Number of topics K (>= 2)."),
+    click.option("-k", "--n-topics", type=int, default=None,
+                 help="Number of topics K (>= 2); required but with --from-model."),
     click.option(
         "--method", type=click.Choice(["rectified", "plain"]), default="rectified",
         show_default=True,
@@ -687,6 +694,21 @@ _estimator_options = _grouped("params", _Estimator, [
                       "documents, at most 400, at least 10)."),
     click.option("--exact-anchors", is_flag=True, hidden=True, help="--anchors exact."),
     click.option("--no-cleanup", is_flag=True, help="Skip FastAnchorWords' cleanup pass."),
+    click.option(
+        "--anchor-words", type=click.Path(exists=True, dir_okay=False), default=None,
+        metavar="FILE",
+        help="Named anchors: one topic per line (several words on a line: one tandem "
+             "anchor). These topics come first, in order; the others are found with them "
+             "projected out. Each word must be in the vocabulary and in at least "
+             "--anchor-min-df documents (default 10)."),
+    click.option(
+        "--exclude-words", default=None, metavar="WORDS",
+        help="Words (comma- or blank-separated) that may not be anchors and are not shown "
+             "among the top words, e.g. 'writes,article'."),
+    click.option(
+        "--tandem", type=click.Choice(["harmonic", "mean", "min"]), default="mean",
+        show_default=True,
+        help="How a tandem anchor's row of the co-occurrence combines its words' rows."),
     click.option("--seed", type=int, default=0, show_default=True,
                  help="Seed of the random projection, the rectification and the refinement's "
                       "sample."),
@@ -709,12 +731,15 @@ _estimator_options = _grouped("params", _Estimator, [
                    "[default: the directory of OUTPUT]")
 @click.option("--input-format", type=click.Choice(FORMATS), default=None, hidden=True,
               help="--format.")
+@click.option("--from-model", type=click.Path(exists=True), default=None, metavar="MODEL",
+              help="Refit with MODEL's parameters, those given here changed (e.g. "
+                   "--anchor-words): SOURCE is its store, read again without re-ingesting.")
 @_ingest_options
 @_scheduler_options
 @_errors
 def fit(source: str, output: str, model_format: str, top: int, store_path: str | None,
-        scratch: str | None, input_format: str | None, params: _Estimator, reader: _Ingest,
-        sched: _Scheduler) -> None:
+        scratch: str | None, input_format: str | None, from_model: str | None,
+        params: _Estimator, reader: _Ingest, sched: _Scheduler) -> None:
     """Fit a topic model to SOURCE: a co-occurrence store, or raw input (ingested first
     with the options of ingest).
 
@@ -742,10 +767,12 @@ def fit(source: str, output: str, model_format: str, top: int, store_path: str |
         return sched(numeric=numeric or (name == "fit" and not sched.chosen))
 
     t0 = time.perf_counter()
+    chosen = params.params(scratch or os.path.dirname(os.path.abspath(output)))
+    chosen = _from_model(from_model, chosen)  # issue 27: a refit with changed anchors
     # the vocabulary options also choose the model's words among the store's, at fit time
     # (a store that fit builds from raw input already has them: the selection keeps it all)
     model = fit_source(
-        source, **params.params(scratch or os.path.dirname(os.path.abspath(output))),
+        source, **chosen,
         store=store, format=reader.fmt, vocab=reader.vocab, min_df=reader.min_df,
         max_df=reader.max_df, keep_n=reader.keep_n, stop_words=reader.stop_words,
         text_field=reader.text_field, strip_headers=reader.strip_headers,
@@ -754,6 +781,28 @@ def fit(source: str, output: str, model_format: str, top: int, store_path: str |
         on_ingest=lambda report: _echo(report.summary(), err=True))
     model.save(output, format=model_format)
     _echo_fit(model, output, time.perf_counter() - t0, top)
+
+
+#: The estimator's parameters set by a ``fit`` option of another name.
+_OPTION_OF = {"cleanup": "no_cleanup"}
+
+
+def _from_model(path: str | None, chosen: dict[str, Any]) -> dict[str, Any]:
+    """The estimator's parameters of ``fit``: ``chosen`` (the options'), or with
+    ``--from-model`` the saved model's, changed by the options given on the command line
+    (the scratch directory always the options')."""
+    if path is None:
+        if chosen["n_topics"] is None:
+            raise click.UsageError("give the number of topics: -k K")
+        return chosen
+    from .model import AnchorTopicModel
+
+    base = AnchorTopicModel.load(path).get_params()
+    ctx = click.get_current_context()
+    given = {k for k in chosen if ctx.get_parameter_source(_OPTION_OF.get(k, k))
+             == click.core.ParameterSource.COMMANDLINE}
+    return {k: chosen[k] if k in given or k == "scratch_dir" or k not in base else base[k]
+            for k in chosen}
 
 
 def _fit_reader(reader: _Ingest, input_format: str | None, source: str) -> _Ingest:

@@ -54,6 +54,7 @@ from .persistence import load_model, save_model
 from .pipeline import fit_matrix, fit_store, is_count_matrix, opened_store
 from .recovery import RECOVER_METHODS, anchor_topic_cooccurrence
 from .rectification import RECTIFY_METHODS
+from .seeding import DEFAULT_TANDEM, TANDEM_METHODS, anchor_groups, excluded_ids
 from .selection import Selection
 from .spectral import ANCHOR_METHODS, METHODS, TOPIC_TOPIC_METHODS, FitPlan, FitSettings
 from .workspace import FIT_PREFIX as FIT_PREFIX  # the name of a fit's scratch directory
@@ -160,6 +161,22 @@ class AnchorTopicModel:
         Deprecated: ``anchor_method='exact'``.
     cleanup : bool
         Run FastAnchorWords' cleanup pass.
+    anchor_words : path or list, optional
+        Named anchors (:mod:`streamtopic.seeding`): a file of one topic per line, or a list
+        with one item per topic, its words as a list or one string
+        (``[["space", "nasa", "orbit"], "hockey nhl"]``; several words: a tandem anchor).
+        These topics come first, in order; the other K − m anchors are found with the named
+        rows' span projected out. Every word must be in the vocabulary and in at least
+        ``anchor_min_df`` documents, when given, else
+        :data:`~streamtopic.seeding.NAMED_MIN_DF` (else a ValueError naming it). Tandem
+        anchors need the spectral stages in memory (the default method's core vocabulary).
+    exclude_words : list of str, optional
+        Words that may not become anchors and are left out of :meth:`top_words` and the
+        report (changing it after the fit changes what is shown, without a refit).
+    tandem : {'mean', 'harmonic', 'min'}
+        How a tandem anchor's row of Q̄ combines its words' rows
+        (:func:`~streamtopic.seeding.tandem_rows`; the measurement behind the default in
+        :mod:`streamtopic.seeding`).
     tol : float, optional
         Solver tolerance on the duality gap (default 1e-7 relative for L2, 1e-10 for the
         active set, 1e-6 nats for KL).
@@ -262,6 +279,9 @@ class AnchorTopicModel:
         anchor_min_df: int | None = None,
         exact_anchors: bool = False,
         cleanup: bool = True,
+        anchor_words: str | os.PathLike[str] | Sequence[str | Sequence[str]] | None = None,
+        exclude_words: Sequence[str] | None = None,
+        tandem: str = DEFAULT_TANDEM,
         tol: float | None = None,
         max_iter: int | None = None,
         block_rows: int | None = None,
@@ -287,6 +307,9 @@ class AnchorTopicModel:
         self.anchor_min_df = anchor_min_df
         self.exact_anchors = exact_anchors
         self.cleanup = cleanup
+        self.anchor_words = anchor_words
+        self.exclude_words = exclude_words
+        self.tandem = tandem
         self.tol = tol
         self.max_iter = max_iter
         self.block_rows = block_rows
@@ -317,6 +340,9 @@ class AnchorTopicModel:
         "anchor_min_df": [Interval(Integral, 0, None), None],
         "exact_anchors": ["boolean"],
         "cleanup": ["boolean"],
+        "anchor_words": ["path", "word_groups", None],
+        "exclude_words": ["words", None],
+        "tandem": [Options(*TANDEM_METHODS)],
         "tol": [Interval(Real, 0, None, closed="neither"), None],
         "max_iter": [Interval(Integral, 1, None), None],
         "block_rows": [Interval(Integral, 1, None), None],
@@ -343,9 +369,10 @@ class AnchorTopicModel:
             setattr(self, k, v)
         return self
 
-    def fit_settings(self) -> FitSettings:
+    def fit_settings(self, preview: bool = False) -> FitSettings:
         """Check the parameters (:attr:`_parameter_constraints`, then the ties between
-        them) and return the settings a fit runs with: the method's choices filled in."""
+        them) and return the settings a fit runs with: the method's choices filled in
+        (``preview``: a :meth:`refit` without refinement on the model's core)."""
         validate_params(self._parameter_constraints, self.get_params())
         if self.exact_anchors:
             if self.anchor_method == "qr":
@@ -363,7 +390,7 @@ class AnchorTopicModel:
         if not isinstance(s.core_size, str) and s.core_size <= self.n_topics:
             raise ValueError(f"core_size={s.core_size!r}: must be 'auto', 'all' or an integer "
                              "> n_topics")
-        if self.core_size not in (None, "all") and s.refine_passes == 0:
+        if self.core_size not in (None, "all") and s.refine_passes == 0 and not preview:
             raise ValueError(f"core_size={self.core_size!r} needs refinement, which gives the "
                              "words outside the core their rows: refine_passes must not be 0")
         sd = self.scratch_dir
@@ -414,11 +441,13 @@ class AnchorTopicModel:
         adopt(self, topics)
         return self
 
-    def fit_plan(self) -> FitPlan:
+    def fit_plan(self, preview: bool = False) -> FitPlan:
         """The frozen plan of a fit with these parameters (:meth:`fit_settings`, checked),
         its memory budgets resolved now: the user's ``memory_budget``, else the automatic
-        one (:func:`streamtopic.cluster.memory_budget`)."""
-        settings = self.fit_settings()
+        one (:func:`streamtopic.cluster.memory_budget`). ``preview``: a :meth:`refit`
+        without refinement on the model's core."""
+        settings = self.fit_settings(preview)
+        groups = None if self.anchor_words is None else anchor_groups(self.anchor_words)
         budget, local = FitPlan.budgets(self.memory_budget)
         return FitPlan(
             n_topics=int(self.n_topics), method=self.method, settings=settings, budget=budget,
@@ -426,7 +455,33 @@ class AnchorTopicModel:
             rectify_iters=int(self.rectify_iters), sketch_dim=int(self.sketch_dim),
             anchor_min_df=self.anchor_min_df, cleanup=bool(self.cleanup), tol=self.tol,
             max_iter=self.max_iter, block_rows=self.block_rows, progress=bool(self.progress),
-            scratch_dir=self.scratch_dir)
+            scratch_dir=self.scratch_dir,
+            anchor_words=None if groups is None else tuple(tuple(g) for g in groups),
+            exclude_words=None if self.exclude_words is None else tuple(self.exclude_words),
+            tandem=self.tandem, preview=preview)
+
+    def refit(self, X: Any = None, **params: Any) -> AnchorTopicModel:
+        """Fit again from the store this model was fitted on (or ``X``), parameters changed
+        (:meth:`set_params`): e.g. ``model.refit(anchor_words=[["space", "nasa"]])``.
+
+        The store is not re-ingested: only Q's blocks are read, and the training corpus when
+        the refinement runs. ``refine_passes=0`` on a model fitted on a core vocabulary is
+        a *preview* in seconds: the spectral stages on the same core (its block of Q only),
+        no refinement, and the words outside the core get probability 0 in every topic
+        (a later refit with refinement gives them their rows).
+
+        Returns
+        -------
+        self
+        """
+        check_is_fitted(self)
+        preview = params.get("refine_passes") == 0 and bool(self.diagnostics_.get("core"))
+        self.set_params(**params)
+        source = self.diagnostics_["store"]["path"] if X is None else X
+        with client_blas():
+            topics = fit_store(self.fit_plan(preview), source)
+        adopt(self, topics)
+        return self
 
     # ----------------------------------------------------------------- results
 
@@ -472,7 +527,12 @@ class AnchorTopicModel:
         check_is_fitted(self)
         if n < 1:
             raise ValueError(f"n={n!r}: must be >= 1")
-        order = np.argsort(-self.components_, axis=1, kind="stable")[:, :n]
+        shown = self.components_
+        hidden = excluded_ids(self.vocab_, self.exclude_words)  # shown without a refit
+        if hidden.size:
+            shown = shown.copy()
+            shown[:, hidden] = -np.inf
+        order = np.argsort(-shown, axis=1, kind="stable")[:, :n]
         return [[self.vocab_[i] for i in row] for row in order]
 
     def transform(self, X: Any) -> np.ndarray:
@@ -582,14 +642,19 @@ class AnchorTopicModel:
 
 
 def top_words_table(model: AnchorTopicModel, n: int = 10) -> Sequence[str]:
-    """One line per topic: its top words, the anchor marked with ``*``."""
+    """One line per topic: its top words, the anchor marked with ``*``; a named topic
+    marked ``named`` with its anchor words."""
     lines = []
+    seeding = model.diagnostics_.get("seeding") or {}
+    named = seeding.get("named") or []
     for k, words in enumerate(model.top_words(n)):
         anchor = model.anchor_words_[k]
         shown = [f"*{w}*" if w == anchor else w for w in words]
         if anchor not in words:
             shown.append(f"(anchor *{anchor}*)")
-        lines.append(f"topic {k:3d} ({model.topic_prevalence_[k]:.3f}): " + " ".join(shown))
+        mark = f" named [{' '.join(named[k])}]" if k < len(named) else ""
+        lines.append(f"topic {k:3d} ({model.topic_prevalence_[k]:.3f}){mark}: "
+                     + " ".join(shown))
     return lines
 
 

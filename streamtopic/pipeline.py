@@ -37,8 +37,18 @@ from .drift import match_topics
 from .fitted import FittedTopics, ModelError
 from .hyperparameters import estimate_alpha, topic_cooccurrence_from_topics
 from .refinement import refine_topics
+from .seeding import pinned_entries, settings_record
 from .selection import selected_store
-from .spectral import FitPlan, Spectral, auto_core_size, core_words, spectral_core, spectral_store
+from .spectral import (
+    FitPlan,
+    Seeding,
+    Spectral,
+    auto_core_size,
+    core_words,
+    resolve_seeding,
+    spectral_core,
+    spectral_store,
+)
 from .store import CooccurrenceStore, StoreError
 from .workspace import fit_scratch, scratch_root
 
@@ -100,13 +110,17 @@ def fit_store(plan: FitPlan, X: CooccurrenceStore | str | os.PathLike[str]) -> F
                 seconds["select"] = time.perf_counter() - t0
             # the source's own record of its corpus (its token cache): a store derived
             # for a fit-time vocabulary holds only Q; refinement maps the words onto it
-            corpus = training_corpus(plan, source)
-            core = core_words(plan, store, refining=corpus is not None)
-            spectral = (spectral_store(plan, store, scratch, seconds, held) if core is None
-                        else spectral_core(plan, store, core, seconds))
-            refined = None if corpus is None else _refine(plan, spectral.start, corpus,
-                                                          store, scratch, seconds)
+            seeds = resolve_seeding(plan, store)  # bad named words: before any stage
+            corpus = None if plan.preview else training_corpus(plan, source)
+            core = core_words(plan, store, refining=corpus is not None, seeds=seeds)
+            spectral = (spectral_store(plan, store, scratch, seconds, held, seeds)
+                        if core is None else spectral_core(plan, store, core, seconds, seeds))
+            refined = None if corpus is None else _refine(
+                plan, spectral.start, corpus, store, scratch, seconds,
+                pinned=_pinned(seeds, spectral.start.shape))
             topics = _topics(plan, store, spectral, refined, seconds)
+        topics.diagnostics["seeding"] = settings_record(seeds.named, plan.exclude_words,
+                                                        plan.tandem)
         topics.diagnostics["store"] = store_record(source)
         topics.diagnostics["vocabulary"] = selected
     return topics
@@ -211,17 +225,25 @@ def training_corpus(plan: FitPlan, store: CooccurrenceStore) -> Any | None:
     return corpus
 
 
+def _pinned(seeds: Seeding, shape: tuple[int, ...]) -> Array | None:
+    """The topics' entries (K×V bool) the refinement holds at 0: each named word in the
+    topics other than its own (:func:`~streamtopic.seeding.pinned_entries`)."""
+    return pinned_entries(seeds.named, int(shape[0]), int(shape[1]))
+
+
 def _refine(plan: FitPlan, start: Array, corpus: Any, store: CooccurrenceStore, scratch: str,
-            seconds: dict[str, float], prior_counts: Array | None = None) -> Any:
+            seconds: dict[str, float], prior_counts: Array | None = None,
+            pinned: Array | None = None) -> Any:
     """EM over the corpus from ``start`` (K×V): until it converges ('auto'), or a set
-    number of passes; ``prior_counts`` (K×V) the fixed counts of documents outside it."""
+    number of passes; ``prior_counts`` (K×V) the fixed counts of documents outside it,
+    ``pinned`` (K×V bool) the entries held at 0."""
     rp = plan.settings.refine_passes
     t0 = time.perf_counter()
     _warmup.wait()  # the EM kernel's compilation in another process (a first fit), if under way
     refined = refine_topics(start, corpus, list(store.vocab),
                             passes=None if rp == "auto" else int(rp), seed=plan.seed,
                             scratch=scratch, progress=plan.progress,
-                            prior_counts=prior_counts)
+                            prior_counts=prior_counts, pinned=pinned)
     seconds["refine"] = time.perf_counter() - t0
     return refined
 

@@ -710,11 +710,13 @@ def _original_record(p: np.ndarray) -> dict[str, Any]:
 def recover_in_memory(
     Q: np.ndarray, Qbar: np.ndarray, norms: np.ndarray, p: np.ndarray, S: np.ndarray,
     method: str, tol: float | None, max_iter: int | None,
+    anchor_rows: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """p(z | w) for every row (n×K) and the solver's statistics, from Q (n×n) held in memory
     (Q̄ its row-normalised rows, ``norms`` their squared norms, ``p`` the row sums, ``S``
     the K anchors): the kernel solvers on B = Q̄ Q̄_Sᵀ and the Gram Q̄_S Q̄_Sᵀ, or RecoverKL
-    on the full rows, by row blocks on threads."""
+    on the full rows, by row blocks on threads. ``anchor_rows`` (K×n): the rows to fit
+    against instead of Q̄_S (tandem anchors' combined rows, :mod:`streamtopic.seeding`)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from threadpoolctl import threadpool_limits
@@ -722,13 +724,14 @@ def recover_in_memory(
     K = S.size
     fitted = p > 0
     tol, max_iter = solver_defaults(method, K, tol, max_iter)
+    QS = Qbar[S] if anchor_rows is None else anchor_rows
     if method in KERNEL_SOLVERS:
-        B = Qbar @ Qbar[S].T
-        G = Qbar[S] @ Qbar[S].T
+        B = Qbar @ QS.T
+        G = QS @ QS.T
         fit = lambda r: _kernel_block(B[r], norms[r], G, tol=tol,  # noqa: E731
                                       max_iter=max_iter, method=method)
     else:
-        fit = lambda r: _kl_block(Qbar[r], Qbar[S], tol=tol, max_iter=max_iter)  # noqa: E731
+        fit = lambda r: _kl_block(Qbar[r], QS, tol=tol, max_iter=max_iter)  # noqa: E731
     n = Q.shape[0]
     step = -(-n // (4 * usable_cores()))
     pieces = [slice(r, min(n, r + step)) for r in range(0, n, step)]

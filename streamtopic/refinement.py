@@ -395,9 +395,18 @@ def _cache_sample(corpus: Any, vocab_d: Any, sample_tokens: float, seed: int | N
 class _Topics:
     """The current topics (K×V) and the scratch file that carries them to the workers."""
 
-    def __init__(self, beta: np.ndarray, work: str, prior: np.ndarray | None = None) -> None:
+    def __init__(self, beta: np.ndarray, work: str, prior: np.ndarray | None = None,
+                 pinned: np.ndarray | None = None) -> None:
         self.beta, self.work, self.version = beta, work, 0
         self.prior = prior  # K×V expected counts of documents not in the corpus, or None
+        self.pinned = pinned
+        self._pin()
+
+    def _pin(self) -> None:
+        """Hold the ``pinned`` entries (K×V bool) of β at 0, rows renormalised."""
+        if self.pinned is not None:
+            self.beta = np.where(self.pinned, 0.0, self.beta)
+            self.beta /= self.beta.sum(axis=1, keepdims=True)
 
     def publish(self) -> str:
         """Write βᵀ (V×K, float32: the E-step's precision) for the workers; returns the
@@ -430,6 +439,7 @@ class _Topics:
         N = counts_t.T if self.prior is None else counts_t.T + self.prior  # K×V counts
         self.totals = N.sum(axis=1)
         self.beta = (N + eta) / (self.totals + V * eta)[:, None]
+        self._pin()
         return loglik / max(tokens, 1.0)
 
 
@@ -526,6 +536,7 @@ def refine_topics(
     seed: int | None = 0,
     scratch: str | None = None,
     progress: bool = False,
+    pinned: np.ndarray | None = None,
     prior_counts: np.ndarray | None = None,
 ) -> RefineResult:
     """EM from the topics ``components`` on a cached sample of ``corpus``, then one full pass.
@@ -567,6 +578,10 @@ def refine_topics(
         owned by this process and removed at the end; those of killed processes are removed.
     progress : bool
         Show a progress bar per pass.
+    pinned : ndarray of bool of shape (K, V), optional
+        Entries of the topics held at 0 in every pass: a named anchor's words in the topics
+        other than theirs (:func:`streamtopic.seeding.pinned_entries`), so that every token
+        of them stays with the named topic, which keeps its identity.
     prior_counts : ndarray of shape (K, V), optional
         Expected topic-word counts of documents outside ``corpus`` that the topics already
         describe (a model's earlier training documents), added to every M-step: EM over new
@@ -602,7 +617,7 @@ def refine_topics(
         if prior_counts is not None and np.shape(prior_counts) != (K, V):
             raise ValueError(f"prior_counts: expected shape {(K, V)}, got "
                              f"{np.shape(prior_counts)}")
-        topics = _Topics(result.components, work, prior_counts)
+        topics = _Topics(result.components, work, prior_counts, pinned)
         counts = _em_on_sample(topics, docs, passes=passes, max_passes=max_passes, tol=tol,
                                alpha=alpha, eta=eta, result=result, progress=progress)
         result.corpus_docs, result.corpus_tokens = result.sample_docs, result.sample_tokens

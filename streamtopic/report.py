@@ -53,6 +53,7 @@ from . import metrics
 from ._io import written_aside
 from .fitted import FittedModel, Slice, check_is_fitted
 from .metrics import top_word_ids
+from .seeding import excluded_ids
 from .store import CooccurrenceStore, StoreError
 
 if TYPE_CHECKING:
@@ -351,8 +352,15 @@ def provenance(model: FittedModel, model_path: str | os.PathLike[str] | None = N
 
 
 def _labels(model: FittedModel) -> list[str]:
-    """A topic's name on the axes: its number and anchor word."""
-    return [f"{k} {w}" for k, w in enumerate(model.anchor_words_)]
+    """A topic's name on the axes: its number and anchor word (a named topic's words)."""
+    named = _named(model)
+    return [f"{k} {' '.join(named[k]) if k < len(named) else w}"
+            for k, w in enumerate(model.anchor_words_)]
+
+
+def _named(model: FittedModel) -> list[list[str]]:
+    """The named topics' anchor words, in order (the first topics; issue 27)."""
+    return list((model.diagnostics_.get("seeding") or {}).get("named") or [])
 
 
 #: Candidate places of a point's label on the map, as directions from the point (x, y):
@@ -562,8 +570,9 @@ def _topic_figure(model: FittedModel, k: int, ids: np.ndarray, n_rows: int,
     where = "outside the top words" if outside else f"rank {int(np.flatnonzero(is_anchor)[0]) + 1}"
     fig = figure(width=width, height=64 + 19 * n_rows, toolbar_location=None, tools="",
                  y_range=FactorRange(*reversed(words)), x_range=DataRange1d(start=0),
-                 title=Title(text=f"Topic {k} · anchor: {model.anchor_words_[k]}",
-                             text_font_size="13px"))
+                 title=Title(text=f"Topic {k} · " + (
+                     f"named: {' '.join(_named(model)[k])}" if k < len(_named(model))
+                     else f"anchor: {model.anchor_words_[k]}"), text_font_size="13px"))
     fig.add_layout(Title(text=f"p(z) {model.topic_prevalence_[k]:.3f} · anchor {where}",
                          text_font_style="normal", text_font_size="11px",
                          text_color="#555555"), "above")
@@ -677,7 +686,12 @@ def report_layout(model: FittedModel, *, top_words: int = 10,
     if top_words < 1:
         raise ValueError(f"top_words={top_words!r}: must be >= 1")
     path = os.fspath(model_path) if model_path is not None else None
-    top_ids = top_word_ids(model.components_, top_words)
+    shown = np.asarray(model.components_, dtype=np.float64)
+    hidden = excluded_ids(model.vocab_, getattr(model, "exclude_words", None))
+    if hidden.size:  # issue 27: excluded words are not shown
+        shown = shown.copy()
+        shown[:, hidden] = 0.0
+    top_ids = top_word_ids(shown, top_words)
     top = [[model.vocab_[i] for i in ids] for ids in top_ids]
     K = int(model.n_topics)
     side = int(np.clip(16 * K + 180, 460, 700))

@@ -32,7 +32,7 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import dask.array as da
@@ -53,7 +53,18 @@ from .recovery import (
     recover_in_memory,
     recover_original_in_memory,
 )
-from .rectification import rectify, rectify_in_memory
+from .rectification import rectify
+from .seeding import (
+    DEFAULT_TANDEM,
+    NAMED_MIN_DF,
+    NamedAnchors,
+    excluded_ids,
+    name_anchors,
+    rectified_core,
+    store_named_ids,
+    tandem_rows,
+    without,
+)
 from .selection import Selection
 from .sketch import (
     AnchorPoints,
@@ -67,9 +78,10 @@ from .store import CooccurrenceStore, StoreError, read_array_dense
 from .workspace import rectified_key, rectified_target
 
 __all__ = ["ANCHOR_METHODS", "CORE_COPIES", "CORE_MIN", "CORE_PER_TOPIC", "EXACT_MAX_V",
-           "METHODS", "TOPIC_TOPIC_METHODS", "FitPlan", "FitSettings", "Spectral",
-           "auto_core_size", "choose_anchors", "core_words", "rectification_record",
-           "spectral_core", "spectral_in_memory", "spectral_store", "topic_topic"]
+           "METHODS", "TOPIC_TOPIC_METHODS", "FitPlan", "FitSettings", "Seeding", "Spectral",
+           "allowed_words", "auto_core_size", "choose_anchors", "core_words",
+           "rectification_record", "resolve_seeding", "spectral_core", "spectral_in_memory",
+           "spectral_store", "topic_topic"]
 
 log = logging.getLogger("streamtopic")
 
@@ -149,6 +161,13 @@ class FitPlan:
     block_rows: int | None = None
     progress: bool = False
     scratch_dir: str | os.PathLike[str] | None = None
+    #: Named anchors, one tuple of words per named topic (:mod:`streamtopic.seeding`).
+    anchor_words: tuple[tuple[str, ...], ...] | None = None
+    #: Words that may not be anchors.
+    exclude_words: tuple[str, ...] | None = None
+    tandem: str = DEFAULT_TANDEM
+    #: A refit's preview: the spectral stages on the model's core, without refinement.
+    preview: bool = False
 
     @property
     def seed(self) -> int:
@@ -216,30 +235,88 @@ class _ReadOnly:
         return part
 
 
+@dataclass(frozen=True)
+class Seeding:
+    """A fit's named anchors resolved in its store (None: none) and the excluded words' ids
+    (sorted)."""
+
+    named: NamedAnchors | None = None
+    excluded: Array = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+def resolve_seeding(plan: FitPlan, store: CooccurrenceStore) -> Seeding:
+    """The plan's named anchors and exclusions resolved in ``store``'s vocabulary, checked
+    before any stage runs (:func:`~streamtopic.seeding.name_anchors`: one error naming every
+    bad word). A named word needs ``anchor_min_df`` documents when given, else
+    :data:`~streamtopic.seeding.NAMED_MIN_DF`."""
+    excluded = excluded_ids(store.vocab, plan.exclude_words)
+    if plan.anchor_words is None:
+        return Seeding(None, excluded)
+    min_df = NAMED_MIN_DF if plan.anchor_min_df is None else int(plan.anchor_min_df)
+    named = name_anchors(plan.anchor_words, store.vocab,
+                         store.doc_freq if store.counts_known else None, min_df,
+                         plan.n_topics, excluded)
+    return Seeding(named, excluded)
+
+
+def allowed_words(plan: FitPlan, store: CooccurrenceStore,
+                  seeds: Seeding) -> tuple[Array | None, int]:
+    """The words whose points the anchor search holds (sorted ids; None: all) and the
+    document-frequency threshold used: those reaching ``anchor_min_df``
+    (:func:`~streamtopic.sketch.frequent_words`) but the excluded ones, and the named words
+    (which are never free candidates)."""
+    frequent, min_df = frequent_words(store, plan.anchor_min_df)
+    frequent = without(frequent, store.V, seeds.excluded)
+    if frequent is not None and seeds.named is not None:
+        frequent = np.union1d(frequent, seeds.named.ids)
+    return frequent, min_df
+
+
 # --------------------------------------------------------------------- one dispatch each
 
 
 def choose_anchors(
     settings: FitSettings, n_topics: int, Q: Any, points: Any, p: Array, norms: Array,
     candidates: Array, *, in_memory: bool, memory_budget: int, cleanup: bool = True,
-    progress: bool = False,
-) -> AnchorResult:
-    """The anchors by ``settings.anchor_method``, for both paths.
+    progress: bool = False, named: NamedAnchors | None = None, tandem: str = DEFAULT_TANDEM,
+) -> tuple[AnchorResult, Array | None]:
+    """The anchors by ``settings.anchor_method``, for both paths, the ``named`` ones first.
 
     ``Q`` is the co-occurrence (n×n array held in memory, or the V×V dask array), ``points``
     the rows anchors are chosen among (Q̄ on a core; the sketch's candidate rows or Q̄ on the
     whole vocabulary; unused by 'qr'), ``p`` and ``norms`` (n,) Q's row sums and Q̄'s squared
-    row norms, ``candidates`` the rows that may become anchors. FastAnchorWords runs in
-    double precision on exact rows, in single on a sketch."""
+    row norms, ``candidates`` the rows that may become free anchors. FastAnchorWords runs in
+    double precision on exact rows, in single on a sketch. Named anchors (ids of ``Q``'s
+    rows) condition the search: it starts with their rows projected out; in memory a tandem
+    anchor's row combines its words' rows of Q̄ (``tandem``). Returns the anchors and, when
+    a tandem is among them, the K anchor rows (K×n) the recovery fits against (else None)."""
     method, K = settings.anchor_method, int(n_topics)
+    first, rows = None, None
+    if named is not None:
+        if not in_memory:
+            first = store_named_ids(named, method)  # single words only
+        elif method == "lp":
+            raise ValueError("anchor_words needs anchor_method 'qr', 'exact' or 'sketch' "
+                             "(the LP search cannot be conditioned on named anchors)")
+        else:
+            if named.tandem and settings.recover == "original":
+                raise ValueError("tandem anchors need a recovery that fits rows of Q̄ (recover "
+                                 "'l2', 'kl', 'admm' or 'activeset'), not the original Recover")
+            first, rows = named.first, tandem_rows(points[named.ids], named.topic, tandem)
     if method == "qr":
-        return find_anchors_qr(Q, p, K, candidates, in_memory=in_memory or None, norms=norms,
-                               memory_budget=memory_budget, progress=progress)
-    if method == "lp":
-        return find_anchors_lp(points, K, candidates, seed=settings.seed)
-    precise = in_memory or method == "exact"
-    return find_anchors(points, K, candidates, cleanup=cleanup,
-                        precision="double" if precise else "single")
+        res = find_anchors_qr(Q, p, K, candidates, in_memory=in_memory or None, norms=norms,
+                              memory_budget=memory_budget, progress=progress, named=first,
+                              named_rows=rows)
+    elif method == "lp":
+        res = find_anchors_lp(points, K, candidates, seed=settings.seed)
+    else:
+        precise = in_memory or method == "exact"
+        res = find_anchors(points, K, candidates, cleanup=cleanup,
+                           precision="double" if precise else "single", named=first,
+                           named_rows=rows)
+    if named is None or rows is None or not named.tandem:
+        return res, None
+    return res, np.vstack([rows, points[res.anchors[named.m:]]])
 
 
 def topic_topic(method: str, A: Array, anchors: Array, Q_SS: Array,
@@ -272,24 +349,29 @@ def auto_core_size(plan: FitPlan) -> int:
     return max(2 * K, min(max(CORE_MIN, CORE_PER_TOPIC * K), largest))
 
 
-def core_words(plan: FitPlan, store: CooccurrenceStore, refining: bool) -> Array | None:
+def core_words(plan: FitPlan, store: CooccurrenceStore, refining: bool,
+               seeds: Seeding | None = None) -> Array | None:
     """The core vocabulary (sorted word ids): the ``n`` words of highest document
     frequency, ``n`` from ``core_size`` (:func:`auto_core_size` for 'auto'). None when the
     spectral stages take the whole vocabulary: ``core_size='all'``, no refinement (only the
     refinement gives the other words their rows), no document frequencies, or a core that
-    would hold every word."""
+    would hold every word. A refit's preview takes the core although it does not refine;
+    named anchors are always in the core."""
     size = plan.settings.core_size
-    if size == "all" or not refining or not store.counts_known:
+    if size == "all" or not (refining or plan.preview) or not store.counts_known:
         return None
     n = auto_core_size(plan) if size == "auto" else int(size)
     df = np.asarray(store.doc_freq)
     if n >= int((df > 0).sum()):
         return None
-    return np.sort(np.argsort(-df, kind="stable")[:n])
+    order = np.argsort(-df, kind="stable")[:n]
+    if seeds is not None and seeds.named is not None:
+        order = np.union1d(order, seeds.named.ids)
+    return np.sort(order)
 
 
 def spectral_core(plan: FitPlan, store: CooccurrenceStore, core: Array,
-                  seconds: dict[str, float]) -> Spectral:
+                  seconds: dict[str, float], seeds: Seeding | None = None) -> Spectral:
     """The spectral stages on the core vocabulary's block of Q (n×n, read once into
     memory and normalised to sum 1: the co-occurrence of the core words among
     themselves, which the topic model explains with the core's rows of A), then the
@@ -303,12 +385,14 @@ def spectral_core(plan: FitPlan, store: CooccurrenceStore, core: Array,
         raise StoreError(f"{store.path}: the core vocabulary co-occurs nowhere")
     Qc /= total
     seconds["read_core"] = time.perf_counter() - t0
-    frequent, min_df = frequent_words(store, plan.anchor_min_df)
+    seeds = seeds or Seeding()
+    frequent, min_df = allowed_words(plan, store, seeds)
     cand = np.flatnonzero(np.isin(core, frequent)) if frequent is not None else None
     fit = spectral_in_memory(
         Qc, plan.n_topics, plan.settings, candidates=cand, rectify_iters=plan.rectify_iters,
         seed=plan.seed, cleanup=plan.cleanup, tol=plan.tol, max_iter=plan.max_iter,
-        seconds=seconds)
+        seconds=seconds, tandem=plan.tandem,
+        named=None if seeds.named is None else seeds.named.local(core))
     del Qc
     counts = np.asarray(store.word_counts, dtype=np.float64)
     unigram = counts / counts.sum()
@@ -339,6 +423,8 @@ def spectral_in_memory(
     tol: float | None = None,
     max_iter: int | None = None,
     seconds: dict[str, float],
+    named: NamedAnchors | None = None,
+    tandem: str = DEFAULT_TANDEM,
 ) -> Spectral:
     """Rectification, anchors, recovery and topic-topic on a co-occurrence matrix held in
     memory (a core vocabulary's), with threads and no Dask graph.
@@ -355,6 +441,9 @@ def spectral_in_memory(
         Rows that may become anchors (default: every row with mass).
     seconds : dict
         Receives each stage's wall time.
+    named : NamedAnchors, optional
+        Named anchors as row ids of ``Q``, first (:func:`choose_anchors`); a tandem's rows
+        combined by ``tandem``.
 
     Returns
     -------
@@ -365,8 +454,8 @@ def spectral_in_memory(
     rect_info = None
     t0 = time.perf_counter()
     if settings.rectify != "none":
-        res_r = rectify_in_memory(Q, K, method=settings.rectify, n_iter=rectify_iters,
-                                  seed=seed)
+        res_r = rectified_core(Q, K, method=settings.rectify, n_iter=rectify_iters,
+                               seed=seed)  # kept for a refit with other anchors
         assert res_r.array is not None
         Q = res_r.array
         rect_info = {"method": settings.rectify, "iterations": rectify_iters, "reused": False,
@@ -378,21 +467,25 @@ def spectral_in_memory(
     t0 = time.perf_counter()
     Qbar = Q * inv[:, None]
     norms = np.einsum("ij,ij->i", Qbar, Qbar)
-    res = choose_anchors(replace(settings, seed=seed), K, Q, Qbar, p, norms, cand,
-                         in_memory=True, memory_budget=2**62, cleanup=cleanup)
+    res, anchor_rows = choose_anchors(replace(settings, seed=seed), K, Q, Qbar, p, norms, cand,
+                                      in_memory=True, memory_budget=2**62, cleanup=cleanup,
+                                      named=named, tandem=tandem)
     seconds["anchors"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     S = res.anchors
     if settings.recover == "original":
         A, prevalence, solver = recover_original_in_memory(Q, p, S)
     else:
-        C, solver = recover_in_memory(Q, Qbar, norms, p, S, settings.recover, tol, max_iter)
+        C, solver = recover_in_memory(Q, Qbar, norms, p, S, settings.recover, tol, max_iter,
+                                      anchor_rows)
         weighted = C * p[:, None]  # Bayes' rule: p(w | z) ∝ p(z | w) p(w)
         mass = weighted.sum(axis=0)
         A = weighted / np.where(mass > 0, mass, 1.0)[None, :]
         prevalence = mass / mass.sum()
-    AtQA = A.T @ (Q @ A) if settings.topic_topic == "pinv" else None
-    R = topic_topic(settings.topic_topic, A, S, Q[np.ix_(S, S)], AtQA)
+    # a tandem anchor is no word: its topic-topic entries come from A† Q A†ᵀ
+    how = "pinv" if anchor_rows is not None else settings.topic_topic
+    AtQA = A.T @ (Q @ A) if how == "pinv" else None
+    R = topic_topic(how, A, S, Q[np.ix_(S, S)], AtQA)
     seconds["recovery"] = time.perf_counter() - t0
     return Spectral(A=A, prevalence=prevalence, R=R, p=p, anchors=res,
                     n_candidates=int(cand.size), solver=solver, rectification=rect_info,
@@ -403,16 +496,18 @@ def spectral_in_memory(
 
 
 def spectral_store(plan: FitPlan, store: CooccurrenceStore, scratch: str,
-                   seconds: dict[str, float], held: ExitStack) -> Spectral:
+                   seconds: dict[str, float], held: ExitStack,
+                   seeds: Seeding | None = None) -> Spectral:
     """The spectral stages on the whole stored Q: sketch (or row statistics), anchors,
     recovery and topic-topic, by Dask graphs over Q's blocks (or on Q held in memory
     when a few V×V copies fit the budget). ``held`` keeps the rectified cache entry the
     fit reads until the fit ends."""
-    s = plan.settings
+    s, seeds = plan.settings, seeds or Seeding()
+    store_named_ids(seeds.named, s.anchor_method)  # refused before Q is read
     stored = stored_q(plan, store, scratch, seconds, held)
     Q, src = stored.Q, stored.blocks
     t0 = time.perf_counter()
-    frequent, min_df = frequent_words(store, plan.anchor_min_df)
+    frequent, min_df = allowed_words(plan, store, seeds)
     points: Any = None
     if s.anchor_method == "qr":
         p, norms = row_sums_and_norms(Q, progress=plan.progress, bytes_read=stored.bytes_read)
@@ -422,10 +517,10 @@ def spectral_store(plan: FitPlan, store: CooccurrenceStore, scratch: str,
     seconds["sketch"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    res = choose_anchors(s, plan.n_topics, Q if stored.held is None else stored.held, points,
-                         p, norms, candidates, in_memory=False,
-                         memory_budget=plan.budget.bytes, cleanup=plan.cleanup,
-                         progress=plan.progress)
+    res, _ = choose_anchors(s, plan.n_topics, Q if stored.held is None else stored.held,
+                            points, p, norms, candidates, in_memory=False,
+                            memory_budget=plan.budget.bytes, cleanup=plan.cleanup,
+                            progress=plan.progress, named=seeds.named)
     del points
     seconds["anchors"] = time.perf_counter() - t0
 
