@@ -73,7 +73,7 @@ from .recovery import (
     recover_original_in_memory,
 )
 from .rectification import RECTIFY_METHODS, rectify, rectify_in_memory
-from .refinement import refine_topics
+from .refinement import prior_alpha, refine_topics
 from .selection import Selection, selected_store
 from .sketch import (
     AnchorPoints,
@@ -590,7 +590,8 @@ class AnchorTopicModel:
                 spectral = (self._spectral_store(store, scratch, seconds, held) if core is None
                             else self._spectral_core(store, core, seconds))
                 refined = (None if corpus is None
-                           else self._refine(spectral.start, corpus, store, scratch, seconds))
+                           else self._refine(spectral.start, corpus, store, scratch, seconds,
+                                             prior_alpha(spectral.R, spectral.prevalence)))
                 self._set_results(store, spectral, refined, seconds)
             self.diagnostics_["store"] = _store_record(source)
             self.diagnostics_["vocabulary"] = selected
@@ -758,7 +759,7 @@ class AnchorTopicModel:
                          core_words=core)
 
     def _refine(self, start: np.ndarray, corpus: Any, store: CooccurrenceStore, scratch: str,
-                seconds: dict[str, float]) -> Any:
+                seconds: dict[str, float], alpha: float | np.ndarray) -> Any:
         """EM over the corpus from ``start`` (K×V): until it converges ('auto'), or a set
         number of passes."""
         rp = self._s.refine_passes
@@ -766,7 +767,7 @@ class AnchorTopicModel:
         _warmup.wait()  # the EM kernel's compilation in another process (a first fit), if under way
         refined = refine_topics(start, corpus, list(store.vocab),
                                 passes=None if rp == "auto" else int(rp),
-                                seed=self._s.seed,
+                                seed=self._s.seed, alpha=alpha,
                                 scratch=scratch, progress=self.progress)
         seconds["refine"] = time.perf_counter() - t0
         return refined
