@@ -1215,6 +1215,8 @@ def _refine_diagnostics(refined: Any) -> dict[str, Any]:
     for name in ("converged", "sample_docs", "sample_tokens", "full_pass"):
         if hasattr(refined, name):
             out[name] = getattr(refined, name)
+    if getattr(refined, "alpha", None) is not None:  # the prior of θ_d its E-steps used
+        out["alpha"] = np.asarray(refined.alpha, dtype=float).tolist()
     return out
 
 

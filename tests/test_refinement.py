@@ -551,3 +551,21 @@ def test_refinement_learns_an_asymmetric_alpha(tmp_path):
     np.testing.assert_allclose(a / a.sum(), true / true.sum(), atol=0.06)
     with pytest.raises(ValueError, match="alpha="):
         refine_topics(start, str(tmp_path / "c.h5"), vocab, passes=1, alpha=np.ones(4))
+
+
+def test_prior_alpha_is_fixed_by_default_or_the_spectral_estimate():
+    """A model's refinement takes α from :func:`prior_alpha`: the symmetric ALPHA under the
+    default 'fixed' prior, the moments' estimate under 'spectral'."""
+    from streamtopic import refinement
+    from streamtopic.hyperparameters import estimate_alpha
+
+    alpha = np.array([0.4, 0.2, 0.1])
+    a0 = alpha.sum()
+    p = alpha / a0
+    R = (np.outer(alpha, alpha) + np.diag(alpha)) / (a0 * (a0 + 1))
+    assert refinement.PRIOR == "fixed" and not refinement.LEARN_ALPHA
+    assert refinement.prior_alpha(R, p) == refinement.ALPHA
+    np.testing.assert_allclose(refinement.prior_alpha(R, p, "spectral"), estimate_alpha(R, p))
+    np.testing.assert_allclose(refinement.prior_alpha(R, p, "spectral"), alpha, rtol=1e-3)
+    with pytest.raises(ValueError, match="prior="):
+        refinement.prior_alpha(R, p, "gibbs")
