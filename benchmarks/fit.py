@@ -451,6 +451,19 @@ def run_fits(
     return run, child_results(run), outs
 
 
+def _stage_stats(runs: list[dict[str, Any]], keys: list[str]
+                 ) -> tuple[dict[str, float | None], dict[str, float | None]]:
+    """Median and minimum over runs of each stage's seconds; a stage the fit did not run
+    (None in every run, e.g. no sketch) stays None, and a run without it is left out."""
+    median: dict[str, float | None] = {}
+    best: dict[str, float | None] = {}
+    for k in keys:
+        xs = [r["seconds"][k] for r in runs if r["seconds"].get(k) is not None]
+        median[k] = float(np.median(xs)) if xs else None
+        best[k] = float(np.min(xs)) if xs else None
+    return median, best
+
+
 def _pipeline_run(
     workdir: str, data: dict[str, Any], cfg: dict[str, Any], i: int
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str]:
@@ -525,8 +538,7 @@ def part_acceptance(workdir: str, repeats: int) -> dict[str, Any]:
         assert summary is not None
         runs.append(summary)
     keys = list(runs[0]["seconds"])
-    median = {k: float(np.median([r["seconds"][k] for r in runs])) for k in keys}
-    best = {k: float(np.min([r["seconds"][k] for r in runs])) for k in keys}
+    median, best = _stage_stats(runs, keys)
     peak = max(r["peak_rss_bytes"] for r in runs)
     l2 = runs[-1]["l2"]
     total = median["total"]

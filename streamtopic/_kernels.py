@@ -146,10 +146,11 @@ STALLED_ROUNDS = 4
 @njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
 def _cvb0_map(
     R: np.ndarray, indices: np.ndarray, data: np.ndarray, p0: int, p1: int,
-    beta_t: np.ndarray, n_dk: np.ndarray, alpha: float, fresh: bool, out: np.ndarray,
+    beta_t: np.ndarray, n_dk: np.ndarray, alpha: np.ndarray, fresh: bool, out: np.ndarray,
     n32: np.ndarray,
 ) -> float:
     """One CVB0 map of the document's entries p0:p1: R[e] ∝ (max(N_d − R[e], 0) + α) ⊙ β_w
+    (α: (K,) float32, one pseudo-count per topic)
     (one token of the word left out), or, when ``fresh`` (R holds nothing of this document
     yet), R[e] ∝ (N_d + α) ⊙ β_w; then ``out`` (K,) = Σ_e h_e R[e]. Returns
     max_k |out_k − N_dk|. R and βᵀ are float32, ``out`` float64; ``n32`` (K,) float32 is
@@ -157,7 +158,6 @@ def _cvb0_map(
     0 matters only at an extrapolated N_d (below a token's own share); at a map's output
     N_d = Σ h R ≥ R[e]."""
     K = beta_t.shape[1]
-    a = np.float32(alpha)
     own = np.float32(0.0) if fresh else np.float32(1.0)  # R holds finite values, never junk
     for k in range(K):
         n32[k] = np.float32(n_dk[k])
@@ -166,7 +166,7 @@ def _cvb0_map(
         b = beta_t[indices[e]]
         r = R[e - p0]
         for k in range(K):
-            r[k] = (max(n32[k] - own * r[k], np.float32(0.0)) + a) * b[k]
+            r[k] = (max(n32[k] - own * r[k], np.float32(0.0)) + alpha[k]) * b[k]
         s = np.float32(0.0)
         for k in range(K):  # a loop that only reads: its vectorised sum has one order
             s += r[k]
@@ -209,11 +209,11 @@ def _squarem_counts(t: np.ndarray, t1: np.ndarray, t2: np.ndarray, total: float)
 @njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
 def _cvb0_document(
     R: np.ndarray, work: np.ndarray, n32: np.ndarray, indices: np.ndarray, data: np.ndarray,
-    p0: int, p1: int, beta_t: np.ndarray, alpha: float, tol: float, max_iter: int,
+    p0: int, p1: int, beta_t: np.ndarray, alpha: np.ndarray, tol: float, max_iter: int,
     n_dk: np.ndarray,
 ) -> int:
     """Iterate one document's CVB0 map from the ``n_dk`` given (in place) until it moves no
-    count more than tol·(n_d + Kα), or ``max_iter`` maps. Accelerated by SQUAREM (two maps,
+    count more than tol·(n_d + α₀), or ``max_iter`` maps. Accelerated by SQUAREM (two maps,
     one extrapolation, whose map starts the next round) while the extrapolations pay off:
     the map's leave-out reads the previous map's R, so it is not a function of N_d alone,
     and near the fixed point an extrapolation can stall at a residual around 1e-5 of the
@@ -224,7 +224,10 @@ def _cvb0_document(
     nd = 0.0
     for e in range(p0, p1):
         nd += data[e]
-    limit = tol * (nd + K * alpha)
+    alpha0 = 0.0
+    for k in range(K):
+        alpha0 += alpha[k]
+    limit = tol * (nd + alpha0)
     t1, t2 = work[0], work[1]
     moved = _cvb0_map(R, indices, data, p0, p1, beta_t, n_dk, alpha, True, t1, n32)
     maps, best, misses = 1, moved, 0
@@ -267,18 +270,18 @@ def _cvb0_start(N: np.ndarray, step: np.ndarray, nd: float, warm: bool) -> None:
 
 @njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
 def _cvb0_summary(R: np.ndarray, indices: np.ndarray, data: np.ndarray, p0: int, p1: int,
-                  beta_t: np.ndarray, alpha: float, N: np.ndarray, out_t: np.ndarray,
+                  beta_t: np.ndarray, alpha: np.ndarray, N: np.ndarray, out_t: np.ndarray,
                   n32: np.ndarray) -> float:
     """Adds a document's expected counts to ``out_t`` (U×K, float64); returns its
-    log-likelihood Σ_w h_dw log(θ_d·β_w), θ_d = (N_d + α) / (Σ_k N_dk + Kα), over the words
+    log-likelihood Σ_w h_dw log(θ_d·β_w), θ_d = (N_d + α) / (Σ_k N_dk + α₀), over the words
     some topic gives a probability (the dot products in float32, as the E-step's; ``n32``
     (K,) float32 is scratch)."""
     K = beta_t.shape[1]
-    z = K * alpha
+    z = 0.0
     for k in range(K):  # a loop that only reads (see the module's note on determinism)
-        z += N[k]
+        z += N[k] + alpha[k]
     for k in range(K):
-        n32[k] = np.float32(N[k] + alpha)
+        n32[k] = np.float32(N[k] + alpha[k])
     loglik, counted = 0.0, 0.0
     for e in range(p0, p1):
         b = beta_t[indices[e]]
@@ -302,7 +305,7 @@ def cvb0_estep(
     indices: np.ndarray,
     data: np.ndarray,
     beta_t: np.ndarray,
-    alpha: float,
+    alpha: np.ndarray,
     tol: float,
     max_iter: int,
     n_dk: np.ndarray,
@@ -323,10 +326,10 @@ def cvb0_estep(
     indptr, indices, data : CSR arrays of the counts (n_docs × V), float64 data.
     beta_t : ndarray of shape (V, K), float32, C-contiguous
         The topics, word-major.
-    alpha : float
-        Pseudo-count per topic.
+    alpha : ndarray of shape (K,), float32
+        Pseudo-count of each topic (the Dirichlet prior of θ_d; α₀ = Σ_k α_k).
     tol : float
-        A document stops when no count of N_d moves more than tol·(n_d + Kα) in a map.
+        A document stops when no count of N_d moves more than tol·(n_d + α₀) in a map.
     max_iter : int
         Most maps per document.
     n_dk : ndarray of shape (n_docs, K), float64
@@ -344,7 +347,7 @@ def cvb0_estep(
     maps : int
         CVB0 maps evaluated, summed over the documents.
     loglik : float
-        Σ_dw h_dw log(θ_d·β_w) with θ_d = (N_d + α) / (Σ_k N_dk + Kα), over the tokens some
+        Σ_dw h_dw log(θ_d·β_w) with θ_d = (N_d + α) / (Σ_k N_dk + α₀), over the tokens some
         topic gives a probability.
     """
     K = beta_t.shape[1]

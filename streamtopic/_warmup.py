@@ -71,7 +71,8 @@ def warm_up() -> float:
     beta_t = np.full((2, 2), 0.5, dtype=np.float32)  # the partition's U×K rows of βᵀ
     counts, step = np.empty((1, 2)), np.empty((1, 2), dtype=np.float32)
     out = np.zeros((2, 2))
-    cvb0_estep(indptr, indices, data, beta_t, 0.01, 1e-3, 10, counts, step, False, out)
+    alpha = np.full(2, 0.01, dtype=np.float32)
+    cvb0_estep(indptr, indices, data, beta_t, alpha, 1e-3, 10, counts, step, False, out)
     return time.perf_counter() - t0
 
 

@@ -1028,13 +1028,15 @@ def split_cmd(inputs: tuple[str, ...], prefix: str, test_fraction: float, seed: 
 @main.command()
 @click.argument("model_path", type=click.Path())
 @click.option("--corpus", "corpus_inputs", multiple=True,
-              help="Reference corpus for coherence (default: the training inputs recorded in "
-                   "the model's store).")
+              help="Reference corpus for coherence and NPMI (default: the training inputs "
+                   "recorded in the model's store).")
 @click.option("--heldout", "heldout_inputs", multiple=True,
               help="Held-out documents for the log-likelihood by document completion.")
 @click.option("--top", type=click.IntRange(min=2), default=20, show_default=True,
               help="Top words scored per topic.")
 @click.option("--top-n", type=click.IntRange(min=2), default=None, hidden=True, help="--top.")
+@click.option("--npmi-top", type=click.IntRange(min=2), default=10, show_default=True,
+              help="Top words per topic whose pairs the NPMI averages.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the half split.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
@@ -1044,9 +1046,10 @@ def split_cmd(inputs: tuple[str, ...], prefix: str, test_fraction: float, seed: 
 @_scheduler_options
 @_errors
 def evaluate(model_path: str, corpus_inputs: tuple[str, ...], heldout_inputs: tuple[str, ...],
-             top: int, top_n: int | None, seed: int, as_json: bool, output: str | None,
+             top: int, top_n: int | None, npmi_top: int, seed: int, as_json: bool,
+             output: str | None,
              stop_words: str | None, strip_headers: bool, sched: _Scheduler) -> None:
-    """Score a model: coherence, unique words and held-out log-likelihood per token
+    """Score a model: coherence, NPMI, unique words and held-out log-likelihood per token
     (:func:`streamtopic.evaluation.evaluate`). Text is tokenised as the model's store's was."""
     from .evaluation import evaluate as score
     from .model import AnchorTopicModel
@@ -1056,7 +1059,8 @@ def evaluate(model_path: str, corpus_inputs: tuple[str, ...], heldout_inputs: tu
     inputs = [*corpus_inputs, *heldout_inputs]
     with sched(numeric=_numeric_inputs(inputs, "auto") if inputs else True):
         report = score(model, corpus=list(corpus_inputs) or None,
-                       heldout=list(heldout_inputs) or None, top_n=top_n or top, seed=seed,
+                       heldout=list(heldout_inputs) or None, top_n=top_n or top,
+                       npmi_top=npmi_top, seed=seed,
                        stop_words=stop_words, strip_headers=strip_headers,
                        progress=not sched.quiet)
     report["model"] = os.path.abspath(model_path)
@@ -1078,6 +1082,9 @@ def _echo_scores(report: dict[str, Any], model: Any) -> None:
     coherence = report.get("coherence")
     if coherence:
         _echo(f"coherence (mean)                {coherence['mean']:.2f}")
+    npmi = report.get("npmi")
+    if npmi:
+        _echo(f"NPMI, top {npmi['top']} (mean)            {npmi['mean']:.4f}")
     if "heldout" in report:
         h = report["heldout"]
         _echo(f"held-out log-likelihood         {h['per_token']:.4f} nats/token "
@@ -1085,7 +1092,8 @@ def _echo_scores(report: dict[str, Any], model: Any) -> None:
     unique = report["unique_words"]["per_topic"]
     for k, words in enumerate(model.top_words(min(8, top_n))):
         coh_k = f"{coherence['per_topic'][k]:9.2f}" if coherence else ""
-        _echo(f"topic {k:3d} unique {unique[k]:2d} {coh_k}  {' '.join(words)}")
+        npmi_k = f" {npmi['per_topic'][k]:7.3f}" if npmi else ""
+        _echo(f"topic {k:3d} unique {unique[k]:2d} {coh_k}{npmi_k}  {' '.join(words)}")
 
 
 @main.command()

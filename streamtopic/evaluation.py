@@ -1,4 +1,4 @@
-"""Scoring a fitted model: unique top words, coherence and held-out log-likelihood.
+"""Scoring a fitted model: unique top words, coherence, NPMI and held-out log-likelihood.
 
 :func:`evaluate` gives the report ``streamtopic evaluate`` prints (and writes as JSON):
 
@@ -7,6 +7,9 @@
 * ``coherence``: the document co-occurrence coherence of each topic's top N words
   (:func:`~streamtopic.metrics.coherence`) on a reference corpus, by default the training
   inputs recorded in the model's store;
+* ``npmi``: the mean normalised PMI of each topic's top ``npmi_top`` words from document
+  co-occurrence in the same reference corpus (:func:`~streamtopic.metrics.npmi`), counted
+  in the same single pass as the coherence;
 * ``heldout``: the log-likelihood per token of held-out documents by document completion
   (:func:`~streamtopic.inference.document_completion`), when they are given.
 
@@ -35,6 +38,7 @@ __all__ = ["evaluate"]
 
 _PARAMS: dict[str, list[Any]] = {
     "top_n": [Interval(Integral, 2, None)],
+    "npmi_top": [Interval(Integral, 2, None)],
     "seed": [Interval(Integral, 0, None)],
     "strip_headers": ["boolean"],
     "progress": ["boolean"],
@@ -69,10 +73,14 @@ def _names(inputs: Any, corpus: Corpus) -> list[Any]:
     return [[s.path for s in corpus.sources]]
 
 
-def _coherence(model: AnchorTopicModel, order: np.ndarray, reference: Corpus,
-               progress: bool) -> dict[str, Any]:
-    coh = metrics.coherence(order, reference, vocab=model.vocab_, progress=progress)
-    return {"mean": float(np.mean(coh)), "per_topic": coh.tolist()}
+def _coherence(model: AnchorTopicModel, order: np.ndarray, npmi_top: int, reference: Corpus,
+               progress: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Coherence of the (K, N) top words ``order`` and NPMI of their first ``npmi_top``,
+    from one pass over ``reference``."""
+    coh, npmi = metrics.coherence_and_npmi(order, reference, npmi_top=npmi_top,
+                                           vocab=model.vocab_, progress=progress)
+    return ({"mean": float(np.mean(coh)), "per_topic": coh.tolist()},
+            {"mean": float(np.mean(npmi)), "per_topic": npmi.tolist(), "top": npmi_top})
 
 
 def _heldout(model: AnchorTopicModel, heldout: Corpus, seed: int,
@@ -88,25 +96,29 @@ def evaluate(
     corpus: Any = None,
     heldout: Any = None,
     top_n: int = 20,
+    npmi_top: int = 10,
     seed: int = 0,
     stop_words: str | None = None,
     strip_headers: bool = True,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Score a model: unique top words, coherence and held-out log-likelihood per token.
+    """Score a model: unique top words, coherence, NPMI and held-out log-likelihood per token.
 
     Parameters
     ----------
     model : AnchorTopicModel or path
         A fitted model, or the path of a saved one.
     corpus : path, list of paths or Corpus, optional
-        Reference corpus of the coherence. Default: the training inputs recorded in the
+        Reference corpus of the coherence and the NPMI. Default: the training inputs recorded in the
         model's store, if the store and its inputs are still there (else no coherence).
     heldout : path, list of paths or Corpus, optional
         Held-out documents for the log-likelihood by document completion (none: no
         ``heldout`` entry).
     top_n : int
         N, the top words per topic that are scored (>= 2).
+    npmi_top : int
+        The top words per topic whose pairs the NPMI averages (>= 2; 10, as in Lau et al.
+        2014; at most ``top_n`` are used).
     seed : int
         Seed of document completion's split of each document into halves.
     stop_words : {'english', 'none'} or path, optional
@@ -123,12 +135,13 @@ def evaluate(
     dict
         ``model`` (its absolute path; None for a model object), ``n_topics``, ``top_n``,
         ``unique_words`` (``mean``, ``per_topic``: K counts), and when computed
-        ``coherence`` (``mean``, ``per_topic``: K log-ratios, ``corpus``: its inputs) and
+        ``coherence`` (``mean``, ``per_topic``: K log-ratios, ``corpus``: its inputs),
+        ``npmi`` (``mean``, ``per_topic``: K values in [−1, 1], ``top``, ``corpus``) and
         ``heldout`` (``per_token`` in nats, ``n_docs``, ``n_tokens``, ``n_oov_tokens``,
         ``corpus``).
     """
-    validate_params(_PARAMS, {"top_n": top_n, "seed": seed, "strip_headers": strip_headers,
-                              "progress": progress})
+    validate_params(_PARAMS, {"top_n": top_n, "npmi_top": npmi_top, "seed": seed,
+                              "strip_headers": strip_headers, "progress": progress})
     path = None if isinstance(model, AnchorTopicModel) else os.path.abspath(model)
     fitted = model if isinstance(model, AnchorTopicModel) else AnchorTopicModel.load(model)
     check_is_fitted(fitted)
@@ -144,8 +157,10 @@ def evaluate(
         if reference is None and store is not None:
             corpus, reference = None, recorded_corpus(store)
         if reference is not None:
-            report["coherence"] = {**_coherence(fitted, order, reference, progress),
-                                   "corpus": _names(corpus, reference)}
+            coh, npmi = _coherence(fitted, order, min(npmi_top, top_n), reference, progress)
+            names = _names(corpus, reference)
+            report["coherence"] = {**coh, "corpus": names}
+            report["npmi"] = {**npmi, "corpus": names}
         docs = _as_corpus(heldout, tokenizer, strip_headers)
         if docs is not None:
             report["heldout"] = {**_heldout(fitted, docs, seed, progress),

@@ -8,6 +8,9 @@ Against a corpus
     :func:`coherence` is the document co-occurrence coherence of Mimno et al. (2011), in the
     form of Arora et al. (2013), eq. 3. It counts co-document frequencies of the top words in
     one streaming pass (:func:`codocument_frequency`), so the corpus is never held in memory.
+    :func:`npmi` is the normalised pointwise mutual information of the top words' document
+    co-occurrence (Bouma 2009; Lau et al. 2014), counted in the same single pass, never from
+    a V×V matrix.
 
 Intrinsic quality of a model
     The metrics of the rectified anchor-word paper (Lee et al., "Practical Correlated Topic
@@ -48,7 +51,10 @@ __all__ = [
     "topic_topic_error",
     "top_word_ids",
     "codocument_frequency",
+    "codocument_counts",
     "coherence",
+    "npmi",
+    "coherence_and_npmi",
     "unique_words",
     "recovery_error",
     "approximation_error",
@@ -234,6 +240,14 @@ def _codf(Bm: sp.csr_matrix) -> np.ndarray:
     return np.asarray((Bm.T @ Bm).toarray(), dtype=np.int64)
 
 
+def _codf_docs(Bm: sp.csr_matrix) -> np.ndarray:
+    """Bᵀ B of a binary (n_docs, U) matrix with a column of ones appended: (U+1, U+1) int64,
+    the co-document frequencies, and in the last row and column each word's document
+    frequency and (corner) the number of documents."""
+    ones = sp.csr_matrix(np.ones((Bm.shape[0], 1), dtype=np.int64))
+    return _codf(sp.hstack([Bm, ones], format="csr"))
+
+
 def _chunk_local(terms: Sequence[str], sorted_terms: np.ndarray, order: np.ndarray) -> np.ndarray:
     """For each chunk term, its index among the counted words, or -1 (vectorised lookup by
     binary search in the sorted counted terms)."""
@@ -247,12 +261,13 @@ def _chunk_local(terms: Sequence[str], sorted_terms: np.ndarray, order: np.ndarr
 def _partition_codf(
     chunks: Sequence[DocChunk], sorted_terms: np.ndarray, order: np.ndarray
 ) -> list[np.ndarray]:
-    """One partition's co-document frequencies of the counted words: [(U, U) int64]."""
+    """One partition's co-document frequencies of the counted words and its number of
+    documents: [(U+1, U+1) int64] (see :func:`_codf_docs`)."""
     U = order.size
-    acc = np.zeros((U, U), dtype=np.int64)
+    acc = np.zeros((U + 1, U + 1), dtype=np.int64)
     for ch in chunks:
         local = _chunk_local(ch.terms, sorted_terms, order)
-        acc += _codf(_binary_columns(ch.counts, local, U))
+        acc += _codf_docs(_binary_columns(ch.counts, local, U))
     return [acc]
 
 
@@ -295,6 +310,18 @@ def codocument_frequency(
         ``M[a, b]`` = number of documents holding both ``word_ids[a]`` and ``word_ids[b]``;
         the diagonal holds each word's document frequency.
     """
+    return codocument_counts(word_ids, corpus, vocab=vocab, progress=progress)[0]
+
+
+def codocument_counts(
+    word_ids: Sequence[int] | np.ndarray,
+    corpus: Any,
+    *,
+    vocab: Sequence[str] | None = None,
+    progress: bool = False,
+) -> tuple[np.ndarray, int]:
+    """:func:`codocument_frequency` (U×U int64) and the number of documents of ``corpus``
+    (every document it yields, empty ones included), counted in the same single pass."""
     ids = np.asarray(word_ids, dtype=np.int64).ravel()
     U = ids.size
     if np.unique(ids).size != U:
@@ -312,7 +339,7 @@ def codocument_frequency(
             raise ValueError(f"word id {int(ids.max())} out of range for {V} columns")
         local = np.full(V, -1, dtype=np.int64)
         local[ids] = np.arange(U)
-        return _codf(_binary_columns(X, local, U))
+        return _codf(_binary_columns(X, local, U)), int(X.shape[0])
 
     if vocab is None:
         raise ValueError("vocab (the word of each id) is required to count over a corpus")
@@ -331,7 +358,8 @@ def codocument_frequency(
         .reduction(_sum_arrays, _sum_arrays, split_every=8)
     )
     (M,) = compute(total, progress=progress, label="co-document frequencies")
-    return np.asarray(M, dtype=np.int64)
+    M = np.asarray(M, dtype=np.int64)
+    return M[:U, :U], int(M[U, U])
 
 
 def coherence(
@@ -382,22 +410,34 @@ def coherence(
     """
     if not eps > 0:
         raise ValueError(f"eps={eps!r}: must be positive")
-    ids, mask = _pad_top_ids(top_ids)
-    K, N = ids.shape
-    if K == 0 or N == 0:
-        return np.zeros(K)
-    union, inverse = np.unique(ids[mask], return_inverse=True)
-    loc = np.zeros((K, N), dtype=np.int64)
-    loc[mask] = inverse.ravel()
+    loc, mask, union = _top_locations(top_ids)
+    if loc.size == 0:
+        return np.zeros(loc.shape[0])
     M = codocument_frequency(union, corpus, vocab=vocab, progress=progress)
+    return _coherence_scores(loc, mask, M, eps)
+
+
+def _top_locations(top_ids: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each topic's top words as indices into their sorted union: (K, N) int64 locations,
+    the (K, N) mask of real entries (topics may be ragged) and the union's word ids (U,)."""
+    ids, mask = _pad_top_ids(top_ids)
+    union, inverse = np.unique(ids[mask], return_inverse=True)
+    loc = np.zeros(ids.shape, dtype=np.int64)
+    loc[mask] = inverse.ravel()
+    return loc, mask, union
+
+
+def _coherence_scores(loc: np.ndarray, mask: np.ndarray, M: np.ndarray, eps: float) -> np.ndarray:
+    """:func:`coherence` from the union's U×U co-document frequencies ``M``: (K,)."""
+    N = loc.shape[1]
     df = np.diagonal(M)
     absent = int((df == 0).sum())
     if absent:
         warnings.warn(
-            f"{absent} of {union.size} top words occur in no document; each pair with one as "
+            f"{absent} of {df.size} top words occur in no document; each pair with one as "
             "the higher-ranked word scores log(eps)",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     pair = M[loc[:, :, None], loc[:, None, :]].astype(np.float64)  # [k, i, j] = D(w_i, w_j)
     denom = np.maximum(df, 1)[loc].astype(np.float64)[:, None, :]  # D(w_j)
@@ -405,6 +445,101 @@ def coherence(
     valid = below[None] & mask[:, :, None] & mask[:, None, :]
     terms = np.log((pair + eps) / denom)
     return cast("np.ndarray", np.where(valid, terms, 0.0).sum(axis=(1, 2)))
+
+
+def _pair_npmi(pair: np.ndarray, df_i: np.ndarray, df_j: np.ndarray, n_docs: int) -> np.ndarray:
+    """NPMI of word pairs from document counts (arrays of one shape): −1 where the pair never
+    occurs together, 1 where both words are in every document."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_ij = pair / n_docs
+        pmi = np.log(p_ij) - np.log(df_i / n_docs) - np.log(df_j / n_docs)
+        out = pmi / -np.log(p_ij)
+    out = np.where(pair >= n_docs, 1.0, out)
+    return np.where(pair <= 0, -1.0, out)
+
+
+def npmi(
+    top_ids: Sequence[Sequence[int]] | np.ndarray,
+    corpus: Any,
+    *,
+    vocab: Sequence[str] | None = None,
+    progress: bool = False,
+) -> np.ndarray:
+    """Normalised pointwise mutual information of each topic's top words, from document
+    co-occurrence (Bouma 2009; Lau, Newman and Baldwin 2014).
+
+    With D documents, D(w) of them holding w and D(w_i, w_j) holding both, P(·) = D(·)/D and
+
+        NPMI(w_i, w_j) = log(P(w_i, w_j) / (P(w_i) P(w_j))) / −log P(w_i, w_j) ∈ [−1, 1],
+
+    a topic's score is the mean over its N(N−1)/2 pairs of top words (order does not
+    matter). A pair never seen together scores −1 (the limit as P(w_i, w_j) → 0; so does a
+    pair with a word absent from the corpus); a pair in every document scores 1. D counts
+    every document the corpus yields (empty ones included).
+
+    Parameters
+    ----------
+    top_ids : array_like of shape (K, N), or K sequences of word ids
+        Each topic's top words (see :func:`top_word_ids`). A topic of fewer than 2 words
+        scores 0.
+    corpus : scipy.sparse matrix of shape (D, V), or a corpus
+        A document-term matrix, or anything :func:`streamtopic.read_corpus` accepts, or a
+        :class:`~streamtopic.Corpus`: read in one streaming pass that counts only the
+        distinct top words and the documents (:func:`codocument_counts`).
+    vocab : sequence of str, length V, optional
+        The word of each id; required when ``corpus`` is not a matrix.
+    progress : bool
+        Show a progress bar for the corpus pass.
+
+    Returns
+    -------
+    ndarray of float64, shape (K,)
+        Each topic's mean NPMI, in [−1, 1] (higher: its top words occur together more).
+    """
+    loc, mask, union = _top_locations(top_ids)
+    if loc.size == 0:
+        return np.zeros(loc.shape[0])
+    M, n_docs = codocument_counts(union, corpus, vocab=vocab, progress=progress)
+    return _npmi_scores(loc, mask, M, n_docs)
+
+
+def coherence_and_npmi(
+    top_ids: np.ndarray,
+    corpus: Any,
+    *,
+    npmi_top: int = 10,
+    eps: float = 0.01,
+    vocab: Sequence[str] | None = None,
+    progress: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`coherence` of each topic's top words and :func:`npmi` of its first
+    ``npmi_top`` of them, both from ONE pass over ``corpus``.
+
+    ``top_ids`` is (K, N), most probable first. Returns two (K,) float64 arrays.
+    """
+    if not eps > 0:
+        raise ValueError(f"eps={eps!r}: must be positive")
+    loc, mask, union = _top_locations(top_ids)
+    if loc.size == 0:
+        return np.zeros(loc.shape[0]), np.zeros(loc.shape[0])
+    M, n_docs = codocument_counts(union, corpus, vocab=vocab, progress=progress)
+    return (_coherence_scores(loc, mask, M, eps),
+            _npmi_scores(loc[:, :npmi_top], mask[:, :npmi_top], M, n_docs))
+
+
+def _npmi_scores(loc: np.ndarray, mask: np.ndarray, M: np.ndarray, n_docs: int) -> np.ndarray:
+    """:func:`npmi` from the union's U×U co-document frequencies ``M`` and the number of
+    documents: (K,)."""
+    if n_docs == 0:
+        raise ValueError("the reference corpus has no document")
+    N = loc.shape[1]
+    df = np.diagonal(M).astype(np.float64)
+    pair = M[loc[:, :, None], loc[:, None, :]].astype(np.float64)  # [k, i, j] = D(w_i, w_j)
+    scores = _pair_npmi(pair, df[loc][:, :, None], df[loc][:, None, :], n_docs)
+    valid = np.triu(np.ones((N, N), dtype=bool), k=1)[None] & mask[:, :, None] & mask[:, None, :]
+    n_pairs = valid.sum(axis=(1, 2))
+    total = np.where(valid, scores, 0.0).sum(axis=(1, 2))
+    return np.where(n_pairs > 0, total / np.maximum(n_pairs, 1), 0.0)
 
 
 # ----------------------------------------------------------------------------- V×V helpers

@@ -36,7 +36,7 @@ from .corpus import HDF5CorpusWriter, recorded_corpus
 from .drift import match_topics
 from .fitted import FittedTopics, ModelError
 from .hyperparameters import estimate_alpha, topic_cooccurrence_from_topics
-from .refinement import refine_topics
+from .refinement import ALPHA, prior_alpha, refine_topics
 from .seeding import pinned_entries, settings_record
 from .selection import selected_store
 from .spectral import (
@@ -117,7 +117,8 @@ def fit_store(plan: FitPlan, X: CooccurrenceStore | str | os.PathLike[str]) -> F
                         if core is None else spectral_core(plan, store, core, seconds, seeds))
             refined = None if corpus is None else _refine(
                 plan, spectral.start, corpus, store, scratch, seconds,
-                pinned=_pinned(seeds, spectral.start.shape))
+                pinned=_pinned(seeds, spectral.start.shape),
+                alpha=prior_alpha(spectral.R, spectral.prevalence))
             topics = _topics(plan, store, spectral, refined, seconds)
         topics.diagnostics["seeding"] = settings_record(seeds.named, plan.exclude_words,
                                                         plan.tandem)
@@ -181,7 +182,8 @@ def update_store(plan: FitPlan, X: CooccurrenceStore | str | os.PathLike[str],
             refined = None
             if corpus is not None and plan.settings.refine_passes != 0:
                 refined = _refine(plan, previous.components, corpus, store, scratch, seconds,
-                                  prior_counts)
+                                  prior_counts, alpha=prior_alpha(spectral.R,
+                                                                  spectral.prevalence))
             topics = _topics(plan, store, spectral, refined, seconds)
         topics.diagnostics["store"] = store_record(store)
         topics.diagnostics["vocabulary"] = None
@@ -233,17 +235,18 @@ def _pinned(seeds: Seeding, shape: tuple[int, ...]) -> Array | None:
 
 def _refine(plan: FitPlan, start: Array, corpus: Any, store: CooccurrenceStore, scratch: str,
             seconds: dict[str, float], prior_counts: Array | None = None,
-            pinned: Array | None = None) -> Any:
+            pinned: Array | None = None, alpha: float | Array = ALPHA) -> Any:
     """EM over the corpus from ``start`` (K×V): until it converges ('auto'), or a set
     number of passes; ``prior_counts`` (K×V) the fixed counts of documents outside it,
-    ``pinned`` (K×V bool) the entries held at 0."""
+    ``pinned`` (K×V bool) the entries held at 0, ``alpha`` the prior of θ_d (a number or
+    one per topic, :func:`~streamtopic.refinement.prior_alpha`)."""
     rp = plan.settings.refine_passes
     t0 = time.perf_counter()
     _warmup.wait()  # the EM kernel's compilation in another process (a first fit), if under way
     refined = refine_topics(start, corpus, list(store.vocab),
                             passes=None if rp == "auto" else int(rp), seed=plan.seed,
                             scratch=scratch, progress=plan.progress,
-                            prior_counts=prior_counts, pinned=pinned)
+                            prior_counts=prior_counts, pinned=pinned, alpha=alpha)
     seconds["refine"] = time.perf_counter() - t0
     return refined
 
@@ -323,6 +326,8 @@ def _refine_diagnostics(refined: Any) -> dict[str, Any]:
     for name in ("converged", "sample_docs", "sample_tokens", "full_pass"):
         if hasattr(refined, name):
             out[name] = getattr(refined, name)
+    if getattr(refined, "alpha", None) is not None:  # the prior of θ_d its E-steps used
+        out["alpha"] = np.asarray(refined.alpha, dtype=float).tolist()
     return out
 
 

@@ -71,7 +71,26 @@ def test_score_is_the_same_for_any_method():
     vocab = ["apple", "banana", "cherry", "2024"]
     comp = np.array([[0.7, 0.3, 0.0, 0.0], [0.0, 0.1, 0.4, 0.5]])
     test = sp.csr_matrix(np.array([[3, 1, 0, 0], [0, 0, 2, 2]]))
-    s = rc.score(comp * 5, vocab, test)  # rows are renormalised
+    s = rc.score(comp * 5, vocab, test, test)  # rows are renormalised
     assert s["heldout_docs"] == 2 and s["heldout_per_token"] < 0
+    # NPMI of the top 10 words (here all 4 of each topic) over the reference documents
+    from streamtopic.metrics import npmi, top_word_ids
+
+    expected = npmi(top_word_ids(comp, 4), test)
+    np.testing.assert_allclose(s["npmi_per_topic"], expected, rtol=1e-12)
+    assert s["npmi_mean"] == float(np.mean(expected))
     assert s["top_words"][0].startswith("apple banana")
     assert s["junk_topics"] == 0
+
+
+def test_issue28_verdicts_against_tomotopy_and_gensim():
+    summary = {"streamtopic": {"n_ok": 1, "heldout_per_token": -7.005, "npmi": 0.24,
+                               "seconds_median": 4.0, "unique_words_mean": 12.0,
+                               "junk_topics": 0},
+               "tomotopy": {"n_ok": 1, "heldout_per_token": -7.0, "npmi": 0.255,
+                            "seconds_median": 30.0},
+               "gensim-5pass": {"n_ok": 1, "heldout_per_token": -7.1, "seconds_median": 9.0}}
+    v = rc.verdicts(summary, ["streamtopic"])["streamtopic"]
+    assert v["heldout_within_0.01_of_tomotopy"] is True
+    assert v["npmi_within_0.01_of_tomotopy"] is False
+    assert v["time_at_most_half_gensim_5pass"] is True and v["pass"] is False

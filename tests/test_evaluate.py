@@ -85,3 +85,51 @@ def test_synth_cli_then_fit_recovers_the_planted_topics(tmp_path):
         if w in pos:
             A_hat[i] = m.components_[:, pos[w]]
     assert matched_l1(A, A_hat).mean < 0.25  # finite data: close, not exact
+
+
+def test_evaluate_npmi_matches_a_direct_count(tmp_path):
+    """`evaluate` reports each topic's NPMI over its top 10 words, from document
+    co-occurrence in the training inputs (default) or a named corpus: the same figures as a
+    direct count over the documents."""
+    import math
+
+    rng = np.random.default_rng(0)
+    topics = [[f"{c}{s}" for s in ("alpha", "beta", "gamma", "delta", "omega", "sigma", "theta",
+                                     "kappa", "lambda", "zeta", "iota", "rho")] for c in "pqr"]
+    docs = [" ".join(rng.choice(topics[rng.integers(3)], size=12)) for _ in range(600)]
+    train = tmp_path / "train.txt"
+    train.write_text("\n".join(docs) + "\n")
+    other = tmp_path / "other.txt"
+    other.write_text("\n".join(docs[:200] + [" ".join(t[:6]) for t in topics]) + "\n")
+    runner = CliRunner()
+    res = runner.invoke(main, ["fit", str(train), "-k", "3", "-o", str(tmp_path / "m"), "-q",
+                               "--min-df", "1", "--max-df", "1.0", "--stop-words", "none",
+                               "--store", str(tmp_path / "s")])
+    assert res.exit_code == 0, res.output
+    model = st.AnchorTopicModel.load(tmp_path / "m")
+    top = [list(w) for w in model.top_words(10)]
+
+    def direct(lines: list[str]) -> list[float]:
+        sets = [set(d.split()) for d in lines]
+        out = []
+        for words in top:
+            vals = []
+            for a in range(10):
+                for b in range(a + 1, 10):
+                    both = sum(words[a] in s and words[b] in s for s in sets) / len(sets)
+                    pa = sum(words[a] in s for s in sets) / len(sets)
+                    pb = sum(words[b] in s for s in sets) / len(sets)
+                    vals.append(-1.0 if both == 0 else
+                                1.0 if both == 1 else math.log(both / (pa * pb)) / -math.log(both))
+            out.append(sum(vals) / len(vals))
+        return out
+
+    for extra, lines in (([], docs), (["--corpus", str(other)], other.read_text().splitlines())):
+        res = runner.invoke(main, ["evaluate", str(tmp_path / "m"), "--json", "-q", *extra])
+        assert res.exit_code == 0, res.output
+        report = json.loads(res.output)
+        assert report["npmi"]["top"] == 10
+        np.testing.assert_allclose(report["npmi"]["per_topic"], direct(lines), rtol=1e-10)
+        assert report["npmi"]["mean"] > 0.3  # planted topics: their words occur together
+    res = runner.invoke(main, ["evaluate", str(tmp_path / "m"), "-q"])
+    assert res.exit_code == 0 and "NPMI, top 10" in res.output

@@ -17,6 +17,7 @@ from streamtopic.metrics import (
     dissimilarity,
     dominancy,
     matched_l1,
+    npmi,
     recovery_error,
     sparsity,
     specificity,
@@ -75,6 +76,68 @@ def text_corpus(tmp_path):
 def test_codocument_frequency_by_hand():
     M = codocument_frequency([2, 0, 4], X)
     assert M.tolist() == [[2, 1, 1], [1, 3, 0], [1, 0, 1]]
+
+
+def _npmi_by_hand() -> np.ndarray:
+    """NPMI of TOPICS on X (D = 4), pair by pair from the counts above."""
+    log = math.log
+
+    def pair(d_ij: int, d_i: int, d_j: int) -> float:
+        if d_ij == 0:
+            return -1.0
+        p = d_ij / 4
+        return log(p / ((d_i / 4) * (d_j / 4))) / -log(p)
+
+    return np.array([
+        # apple-banana 2 (3, 3), apple-cherry 1 (3, 2), banana-cherry 2 (3, 2)
+        (pair(2, 3, 3) + pair(1, 3, 2) + pair(2, 3, 2)) / 3,
+        # elder-date 0, elder-apple 0, date-apple 1 (1, 3)
+        (-1.0 - 1.0 + pair(1, 1, 3)) / 3,
+        # cherry-elder 1 (2, 1)
+        pair(1, 2, 1),
+    ])
+
+
+def test_npmi_by_hand_matrix_and_text(text_corpus):
+    expected = _npmi_by_hand()
+    np.testing.assert_allclose(npmi(TOPICS, X), expected, rtol=1e-12)
+    np.testing.assert_allclose(npmi(TOPICS, str(text_corpus), vocab=VOCAB), expected, rtol=1e-12)
+    # streamed over many partitions, the documents are counted once each
+    corpus = st.read_corpus(str(text_corpus), blocksize=8)
+    assert corpus.npartitions >= 3
+    np.testing.assert_allclose(npmi(TOPICS, corpus, vocab=VOCAB), expected, rtol=1e-12)
+    # an absent word (fig) pairs at -1; a pair in every document scores 1
+    assert npmi([[0, 5]], X)[0] == -1.0
+    assert npmi([[0, 1]], sp.csr_matrix(np.ones((3, 2))))[0] == 1.0
+    assert npmi([[0]], X)[0] == 0.0
+
+
+def test_npmi_random_corpus_against_direct_computation(tmp_path):
+    rng = np.random.default_rng(1)
+    V, D, N = 25, 150, 6
+    H = rng.poisson(0.4, size=(D, V)) * (rng.random((D, 1)) < 0.9)  # some empty documents
+    vocab = default_vocab(V)
+    path = tmp_path / "r.txt"
+    path.write_text("".join(" ".join(w for w, c in zip(vocab, row, strict=True)
+                                     for _ in range(c)) + "\n" for row in H))
+    top = np.array([rng.permutation(V)[:N] for _ in range(4)])
+    B = H > 0
+    direct = []
+    for t in top:
+        vals = []
+        for a in range(N):
+            for b in range(a + 1, N):
+                i, j = t[a], t[b]
+                both = np.mean(B[:, i] & B[:, j])
+                if both == 0:
+                    vals.append(-1.0)
+                else:
+                    pmi = math.log(both / (B[:, i].mean() * B[:, j].mean()))
+                    vals.append(pmi / -math.log(both))
+        direct.append(np.mean(vals))
+    np.testing.assert_allclose(npmi(top, sp.csr_matrix(H)), direct, rtol=1e-12)
+    got = npmi(top, st.read_corpus(str(path), blocksize=500), vocab=vocab)
+    np.testing.assert_allclose(got, direct, rtol=1e-12)
 
 
 def test_coherence_sparse_matrix():

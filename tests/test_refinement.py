@@ -130,6 +130,7 @@ def _cvb0_reference(H, beta, alpha, tol, max_iter):
     iteration (no acceleration, float64): N_d (n×K), the expected counts (V×K), the
     log-likelihood and the iterations."""
     K, V_ = beta.shape
+    alpha = np.broadcast_to(np.asarray(alpha, dtype=float), (K,))  # symmetric or per topic
     N_all, out, ll, iters = np.zeros((H.shape[0], K)), np.zeros((V_, K)), 0.0, 0
     for d in range(H.shape[0]):
         idx, h = H.indices[H.indptr[d]:H.indptr[d + 1]], H.data[H.indptr[d]:H.indptr[d + 1]]
@@ -141,14 +142,14 @@ def _cvb0_reference(H, beta, alpha, tol, max_iter):
             R = (N - R + alpha) * B  # one token of the word left out
             R /= R.sum(axis=1, keepdims=True)
             new = h @ R
-            done = np.abs(new - N).max() < tol * (h.sum() + K * alpha)
+            done = np.abs(new - N).max() < tol * (h.sum() + alpha.sum())
             N = new
             if done or it + 1 == max_iter:
                 iters += it + 1
                 break
         N_all[d] = N
         np.add.at(out, idx, h[:, None] * R)
-        ll += h @ np.log(B @ ((N + alpha) / (N.sum() + K * alpha)))
+        ll += h @ np.log(B @ ((N + alpha) / (N.sum() + alpha.sum())))
     return N_all, out, ll, iters
 
 
@@ -157,7 +158,8 @@ def _estep(args, bt, alpha, tol, max_iter, N, warm=False, step=None):
     is given; returns (maps, log-likelihood, expected counts V×K, the new step)."""
     step = np.zeros(N.shape, np.float32) if step is None else step.copy()
     out = np.zeros(bt.shape)
-    maps, ll = cvb0_estep(*args, np.ascontiguousarray(bt, dtype=np.float32), alpha, tol,
+    a = np.broadcast_to(np.asarray(alpha, dtype=np.float32), (bt.shape[1],)).copy()
+    maps, ll = cvb0_estep(*args, np.ascontiguousarray(bt, dtype=np.float32), a, tol,
                           max_iter, N, step, warm, out)
     return maps, ll, out, step
 
@@ -184,6 +186,22 @@ def test_cvb0_kernel_matches_numpy():
     again = _estep(args, bt, 0.05, 1e-7, 1000, warm, True)[0]
     np.testing.assert_allclose(warm, N, atol=1e-4)
     assert again < iters, (again, iters)
+
+
+def test_cvb0_kernel_with_one_pseudo_count_per_topic_matches_numpy():
+    """An asymmetric α (one pseudo-count per topic, the refinement's prior from the
+    spectral estimate) gives the fixed point of the numpy reference with that α, not the
+    symmetric one's."""
+    beta, H, args, bt, _ = _random_problem(2, 40, 200, 5, 0.05, 6)
+    alpha = np.array([0.5, 0.02, 0.1, 1.0, 0.05])
+    N = np.empty((40, 5))
+    _, ll, out, _ = _estep(args, bt, alpha, 1e-7, 1000, N)
+    N_ref, out_ref, ll_ref, _ = _cvb0_reference(H, beta, alpha, 1e-12, 1000)
+    np.testing.assert_allclose(N, N_ref, atol=1e-4)
+    np.testing.assert_allclose(out, out_ref, atol=1e-4)
+    np.testing.assert_allclose(ll, ll_ref, rtol=1e-6)
+    N_sym = _cvb0_reference(H, beta, alpha.mean(), 1e-12, 1000)[0]
+    assert np.abs(N_sym - N_ref).max() > 1e-2  # the prior's shape matters
 
 
 def test_cvb0_kernel_accelerates_long_documents_and_bounds_the_maps():
@@ -251,7 +269,8 @@ def test_cvb0_kernel_results_do_not_depend_on_the_heap(corpus):
         step = np.full(N.shape, 0.1, np.float32)
         out = np.zeros((docs[i].words.size, K))
         ll = cvb0_estep(docs[i].indptr, docs[i].indices, docs[i].data,
-                        np.ascontiguousarray(bt[docs[i].words]), 0.01, 1e-3, 100, N, step,
+                        np.ascontiguousarray(bt[docs[i].words]), np.full(K, 0.01, np.float32),
+                        1e-3, 100, N, step,
                         warm is not None, out)[1]
         return N.tobytes() + out.tobytes() + step.tobytes(), ll
 
@@ -508,3 +527,45 @@ def test_model_refinement_raises_the_likelihood_and_approaches_the_truth(corpus,
     st.CooccurrenceStore.from_array(Q, synth.default_vocab(V), tmp_path / "p.zarr", n_docs=10)
     with pytest.raises(ModelError, match="refinement reads the training corpus"):
         AnchorTopicModel(K, method="plain", refine_passes=1).fit(tmp_path / "p.zarr")
+
+
+def test_refinement_learns_an_asymmetric_alpha(tmp_path):
+    """``learn_alpha``: Minka's fixed point after each pass moves a symmetric starting α
+    towards the documents' true asymmetric α (their order and their sum), and the E-step
+    uses it; a fixed α stays where it is."""
+    A, _ = synth.dirichlet_topics_with_anchors(300, 5, beta=0.05, seed=5)
+    true = np.array([0.8, 0.4, 0.2, 0.1, 0.05])
+    H = synth.sample_documents(A, 3000, alpha=true, doc_length=80, seed=6).tocsr()
+    vocab = synth.default_vocab(300)
+    with st.corpus.HDF5CorpusWriter(tmp_path / "c.h5") as w:
+        w.append(H, vocab)
+    start = A.T
+    learned = refine_topics(start, str(tmp_path / "c.h5"), vocab, passes=40, alpha=0.3,
+                            learn_alpha=True)
+    fixed = refine_topics(start, str(tmp_path / "c.h5"), vocab, passes=2, alpha=0.3)
+    np.testing.assert_array_equal(fixed.alpha, np.full(5, 0.3, np.float32))
+    # topics are matched to the truth by their start (A itself): same order
+    a = learned.alpha.astype(float)
+    assert list(np.argsort(-a)) == [0, 1, 2, 3, 4], a
+    assert abs(a.sum() - true.sum()) < 0.35 * true.sum(), a
+    np.testing.assert_allclose(a / a.sum(), true / true.sum(), atol=0.06)
+    with pytest.raises(ValueError, match="alpha="):
+        refine_topics(start, str(tmp_path / "c.h5"), vocab, passes=1, alpha=np.ones(4))
+
+
+def test_prior_alpha_is_fixed_by_default_or_the_spectral_estimate():
+    """A model's refinement takes α from :func:`prior_alpha`: the symmetric ALPHA under the
+    default 'fixed' prior, the moments' estimate under 'spectral'."""
+    from streamtopic import refinement
+    from streamtopic.hyperparameters import estimate_alpha
+
+    alpha = np.array([0.4, 0.2, 0.1])
+    a0 = alpha.sum()
+    p = alpha / a0
+    R = (np.outer(alpha, alpha) + np.diag(alpha)) / (a0 * (a0 + 1))
+    assert refinement.PRIOR == "fixed" and not refinement.LEARN_ALPHA
+    assert refinement.prior_alpha(R, p) == refinement.ALPHA
+    np.testing.assert_allclose(refinement.prior_alpha(R, p, "spectral"), estimate_alpha(R, p))
+    np.testing.assert_allclose(refinement.prior_alpha(R, p, "spectral"), alpha, rtol=1e-3)
+    with pytest.raises(ValueError, match="prior="):
+        refinement.prior_alpha(R, p, "gibbs")
