@@ -543,10 +543,13 @@ def convert(inputs: tuple[str, ...], output: str, reader: _Reader, sched: _Sched
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto",
               show_default=True, help="Reader of the inputs (see the README's 'Inputs').")
 @click.option("--text-field", default="text", show_default=True, help="JSON Lines text field.")
+@click.option("--new-topics", type=click.IntRange(min=0), default=0, show_default=True,
+              metavar="N", help="Let N new topics in (K grows by N): the model's anchors are "
+                                "kept first and N more are found with them projected out.")
 @_scheduler_options
 @_errors
 def update(model_path: str, inputs: tuple[str, ...], output: str | None, fmt: str,
-           text_field: str, sched: _Scheduler) -> None:
+           text_field: str, new_topics: int, sched: _Scheduler) -> None:
     """Update the fitted MODEL with new INPUTS, at the cost of the new data.
 
     The inputs are ingested into the store MODEL was fitted on (as a new version; inputs
@@ -561,7 +564,7 @@ def update(model_path: str, inputs: tuple[str, ...], output: str | None, fmt: st
     _writing(out)
     with sched(numeric=_light_inputs(inputs, fmt)):
         result = do_update(model_path, list(inputs), output=out, progress=not sched.quiet,
-                           format=fmt, text_field=text_field)
+                           new_topics=new_topics, format=fmt, text_field=text_field)
     for line in result.summary():
         _echo(line)
 

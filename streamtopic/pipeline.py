@@ -153,7 +153,7 @@ def fit_matrix(plan: FitPlan, X: Any, feature_names: Sequence[str] | None) -> Fi
 def update_store(plan: FitPlan, X: CooccurrenceStore | str | os.PathLike[str],
                  previous: FittedTopics, corpus: Any | None,
                  prior_counts: Array | None) -> FittedTopics:
-    """Fit the store ``X`` again after new data, keeping ``previous``' topics at their
+    """Fit the store ``X`` again after new data, keeping ``previous``' K topics at their
     indices: the spectral stages on the new Q; their topics put in the previous topics'
     order (:func:`~streamtopic.drift.match_topics` on the core's words, so anchors and R
     follow); then, unless the plan has no refinement or ``corpus`` is None, EM from the
@@ -161,6 +161,11 @@ def update_store(plan: FitPlan, X: CooccurrenceStore | str | os.PathLike[str],
     the expected counts of the documents the previous topics were fitted on) held fixed
     (:func:`~streamtopic.refinement.refine_topics`), which continues each topic where it
     was at the cost of the new documents alone.
+
+    A plan of more topics than ``previous`` (``plan.n_topics`` = K + N, its
+    ``anchor_words`` the previous anchors) lets N new topics in: the anchor search keeps the
+    previous anchors first, in order, and finds N more with their rows projected out; the
+    new topics start from their spectral rows, with no old counts.
 
     Raises
     ------
@@ -172,18 +177,22 @@ def update_store(plan: FitPlan, X: CooccurrenceStore | str | os.PathLike[str],
             raise ModelError(f"{store.path}: its vocabulary ({store.V:,} words) is not the "
                              f"model's ({len(previous.vocab):,}: chosen at fit time, or the "
                              "store grew); an update continues the same words: fit anew")
-        seconds: dict[str, float] = {}
+        K, seconds = previous.components.shape[0], dict[str, float]()
         with ExitStack() as held, fit_scratch(scratch_root(plan.scratch_dir, store.path),
                                               store.path) as scratch:
-            core = core_words(plan, store, refining=True)
-            spectral = (spectral_store(plan, store, scratch, seconds, held) if core is None
-                        else spectral_core(plan, store, core, seconds))
-            spectral = _in_order_of(spectral, previous.components, core)
+            seeds = resolve_seeding(plan, store)
+            core = core_words(plan, store, refining=True, seeds=seeds)
+            spectral = (spectral_store(plan, store, scratch, seconds, held, seeds)
+                        if core is None else spectral_core(plan, store, core, seconds, seeds))
+            if plan.n_topics == K:
+                spectral = _in_order_of(spectral, previous.components, core)
+            start = np.vstack([previous.components, spectral.start[K:]])
             refined = None
             if corpus is not None and plan.settings.refine_passes != 0:
-                refined = _refine(plan, previous.components, corpus, store, scratch, seconds,
-                                  prior_counts, alpha=prior_alpha(spectral.R,
-                                                                  spectral.prevalence))
+                prior = None if prior_counts is None else np.vstack(
+                    [prior_counts, np.zeros((plan.n_topics - K, start.shape[1]))])
+                refined = _refine(plan, start, corpus, store, scratch, seconds, prior,
+                                  alpha=prior_alpha(spectral.R, spectral.prevalence))
             topics = _topics(plan, store, spectral, refined, seconds)
         topics.diagnostics["store"] = store_record(store)
         topics.diagnostics["vocabulary"] = None

@@ -62,7 +62,10 @@ class UpdateResult:
                 f"{self.ingest.n_docs:,} new documents, {self.ingest.n_tokens:,} tokens; "
                 f"{len(self.changes) - retired} topics continued, {retired} retired "
                 f"({sum(self.seconds.values()):.1f} s)")
-        return [head, *(c.line() for c in self.changes)]
+        added = [f"topic {k:3d}  new  prevalence {self.model.topic_prevalence_[k]:.3f}  "
+                 f"anchor {self.model.anchor_words_[k]}"
+                 for k in range(len(self.changes), len(self.model.anchor_words_))]
+        return [head, *(c.line() for c in self.changes), *added]
 
 
 def old_counts(topics: FittedTopics, n_tokens: int) -> npt.NDArray[np.float64]:
@@ -86,6 +89,7 @@ def update(
     inputs: Sequence[str | os.PathLike[str]],
     *,
     output: str | os.PathLike[str] | None = None,
+    new_topics: int = 0,
     progress: bool = True,
     **reading: Any,
 ) -> UpdateResult:
@@ -101,6 +105,10 @@ def update(
     output : path, optional
         Where the updated model is saved (written aside, then renamed; it may be the path
         of ``model`` itself).
+    new_topics : int
+        Topics the update may add (K grows by this many): the anchor search keeps the
+        model's anchors first and finds this many more with their rows projected out, and
+        the new topics take the indices after the model's.
     progress : bool
         Progress bars.
 
@@ -124,18 +132,24 @@ def update(
     if after == fitted_on:
         return UpdateResult(previous, report, before, after, seconds=seconds)
     t1 = time.perf_counter()
-    plan = AnchorTopicModel(**{**previous.get_params(), "progress": progress}).fit_plan()
+    params = {**previous.get_params(), "progress": progress}
+    if new_topics:
+        params.update(n_topics=previous.n_topics + int(new_topics),
+                      anchor_words=[[w] for w in previous.anchor_words_])
+    plan = AnchorTopicModel(**params).fit_plan()
     with CooccurrenceStore.open(store) as s:  # the documents the model has not seen
         corpus = recorded_corpus(s, after=fitted_on)
     topics = update_store(plan, store, previous.topics_, corpus,
                           old_counts(previous.topics_, n_old))
-    topics.diagnostics["update"] = {"previous_version": fitted_on, "version": after}
-    updated = AnchorTopicModel(**previous.get_params())
+    topics.diagnostics["update"] = {"previous_version": fitted_on, "version": after,
+                                    "new_topics": int(new_topics)}
+    updated = AnchorTopicModel(**{**previous.get_params(), "n_topics": plan.n_topics})
     adopt(updated, topics)
     seconds["fit"] = time.perf_counter() - t1
     if output is not None:
         updated.save(output)
-    changes = topic_changes(previous.components_, updated.components_,
-                            previous.topic_prevalence_, updated.topic_prevalence_,
-                            previous.anchor_words_, updated.anchor_words_)
+    K = previous.n_topics
+    changes = topic_changes(previous.components_, updated.components_[:K],
+                            previous.topic_prevalence_, updated.topic_prevalence_[:K],
+                            previous.anchor_words_, updated.anchor_words_[:K])
     return UpdateResult(updated, report, fitted_on, after, changes, seconds)

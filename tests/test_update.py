@@ -61,7 +61,8 @@ def test_update_continues_each_topic_from_the_new_documents_only(fitted, monkeyp
     assert seen == [(150, True)]
     assert (res.version_before, res.version_after) == (1, 2)
     assert res.model.diagnostics_["store"]["version"] == 2
-    assert res.model.diagnostics_["update"] == {"previous_version": 1, "version": 2}
+    assert res.model.diagnostics_["update"] == {"previous_version": 1, "version": 2,
+                                                "new_topics": 0}
     assert len(res.changes) == K and not any(c.retired for c in res.changes)
     assert max(c.distance for c in res.changes) < 0.2
     # identity: each topic's best match among the updated topics is itself
@@ -148,3 +149,48 @@ def test_a_killed_update_leaves_the_model_and_the_store_usable(fitted):
         assert r.returncode == 0, r.stderr[-2000:]
         assert st.AnchorTopicModel.load(fitted / "m.zarr").diagnostics_["store"]["version"] == 2
     assert 1 in outcomes  # some kills came before the update's end
+
+
+def _six_planted() -> np.ndarray:
+    from ._corpora import TERMS
+
+    return np.random.default_rng(4242).dirichlet(np.full(len(TERMS), 0.05), size=6)
+
+
+def _write_planted(path, n, alpha, seed, length=80) -> str:
+    """Documents of the six planted topics, θ ~ Dirichlet(alpha) (a topic of alpha ~0 is
+    absent)."""
+    from ._corpora import TERMS
+
+    rng, topics, terms = np.random.default_rng(seed), _six_planted(), np.array(TERMS)
+    with open(path, "w") as fh:
+        for _ in range(n):
+            z = rng.multinomial(length, rng.dirichlet(alpha))
+            counts = sum(rng.multinomial(z[k], topics[k]) for k in range(6))
+            fh.write(" ".join(np.repeat(terms, counts)) + "\n")
+    return str(path)
+
+
+def test_new_topics_finds_the_topic_that_emerged(tmp_path):
+    """A planted topic absent from the fitted documents and present in the new ones: with
+    ``new_topics=1`` the update keeps the five topics at their indices and anchors and
+    finds the sixth at index 5 (within L1 0.2 of the truth; measured 0.09)."""
+    from ._corpora import TERMS
+
+    old = _write_planted(tmp_path / "old.txt", 2000, [0.3] * 5 + [1e-9], 1)
+    new = _write_planted(tmp_path / "new.txt", 800, [0.3] * 5 + [0.6], 2)
+    before = st.fit(old, K, store=tmp_path / "s.zarr", min_df=1, max_df=1.0, seed=0,
+                    progress=False)
+    before.save(tmp_path / "m.zarr")
+    res = update(tmp_path / "m.zarr", [new], output=tmp_path / "m2.zarr", new_topics=1,
+                 progress=False)
+    after = res.model
+    assert after.components_.shape[0] == K + 1 and after.n_topics == K + 1
+    assert after.anchor_words_[:K] == before.anchor_words_
+    planted = _six_planted()[:, [TERMS.index(w) for w in after.vocab_]]
+    planted /= planted.sum(axis=1, keepdims=True)
+    np.testing.assert_array_equal(match_topics(planted[:K], before.components_),
+                                  match_topics(planted[:K], after.components_[:K]))
+    assert np.abs(after.components_[K] - planted[5]).sum() < 0.2
+    assert res.summary()[-1].startswith(f"topic {K:3d}  new")
+    assert st.AnchorTopicModel.load(tmp_path / "m2.zarr").n_topics == K + 1
