@@ -155,16 +155,14 @@ def test_memory_budget_follows_the_workers_limit():
         assert cluster.memory_budget() == int(cluster.MEMORY_SHARE * 2**30)
 
 
-def _recorded_schedulers(monkeypatch, tmp_path, extra):
-    """Run ``streamtopic fit`` on a small text file, recording each scheduler context's
-    arguments (the work itself runs on the in-process default)."""
+def _schedulers(monkeypatch) -> list[dict]:
+    """Record each scheduler context's arguments of the commands run next (the work itself
+    runs on the in-process default)."""
     import contextlib
-
-    from click.testing import CliRunner
 
     from streamtopic import cli
 
-    calls = []
+    calls: list[dict] = []
 
     @contextlib.contextmanager
     def fake(*args, **kw):
@@ -173,6 +171,17 @@ def _recorded_schedulers(monkeypatch, tmp_path, extra):
 
     monkeypatch.setattr(cli, "scheduler_context", fake)
     monkeypatch.delenv("STREAMTOPIC_SCHEDULER", raising=False)
+    return calls
+
+
+def _recorded_schedulers(monkeypatch, tmp_path, extra):
+    """Run ``streamtopic fit`` on a small text file, recording each scheduler context's
+    arguments."""
+    from click.testing import CliRunner
+
+    from streamtopic import cli
+
+    calls = _schedulers(monkeypatch)
     rng = np.random.default_rng(0)
     words = [f"{a}{b}" for a in "bcdfghjklm" for b in "aeiouy"]
     lines = [" ".join(rng.choice(words[:30] if i % 2 else words[30:], 30)) for i in range(300)]
@@ -194,21 +203,11 @@ def test_a_small_text_ingest_runs_on_threads(monkeypatch, tmp_path):
     """``ingest`` of little text (below ``SMALL_INGEST_BYTES``) stays in its process on
     threads: a cluster of worker processes takes longer to start than the work; more text
     goes to the cluster."""
-    import contextlib
-
     from click.testing import CliRunner
 
     from streamtopic import cli
 
-    calls: list[dict] = []
-
-    @contextlib.contextmanager
-    def fake(*args, **kw):
-        calls.append(kw)
-        yield None
-
-    monkeypatch.setattr(cli, "scheduler_context", fake)
-    monkeypatch.delenv("STREAMTOPIC_SCHEDULER", raising=False)
+    calls = _schedulers(monkeypatch)
     docs = tmp_path / "docs.txt"
     docs.write_text("".join(f"alpha{'beta' * (i % 7)} gamma delta\n" for i in range(200)))
     for i, limit in enumerate((cli.SMALL_INGEST_BYTES, 10)):
