@@ -344,6 +344,7 @@ def shared_tokens(store_path: str, test_input: str, outdir: str,
 
     from streamtopic import CooccurrenceStore
     from streamtopic.corpus import read_as_recorded, recorded_corpus
+    from streamtopic.manifest import ManifestEntry
 
     store = CooccurrenceStore.open(store_path)
     vocab = list(store.vocab)
@@ -351,7 +352,7 @@ def shared_tokens(store_path: str, test_input: str, outdir: str,
     if train is None:
         raise RuntimeError(f"{store_path}: none of its recorded inputs exists")
     # the test file, read exactly as the (first) training source was recorded
-    test_src = [{**store.sources[0], "path": os.path.abspath(test_input)}]
+    test_src = [ManifestEntry({**store.sources[0], "path": os.path.abspath(test_input)})]
     test = read_as_recorded(store.config, test_src)
     t0 = time.perf_counter()
     H_train, s_train = bag_of_words(train, vocab, scheduler=scheduler or _scheduler_for(train))
@@ -371,7 +372,7 @@ def shared_tokens(store_path: str, test_input: str, outdir: str,
     return {"paths": paths, "V": len(vocab), "train": s_train, "test": s_test,
             "same_tokens_check": check, "seconds": time.perf_counter() - t0,
             "tokenizer": store.config.get("tokenizer"), "train_sources": store.sources,
-            "test_source": test_src[0]}
+            "test_source": test_src[0].as_json()}
 
 
 # ============================================================================ scoring

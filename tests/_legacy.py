@@ -28,7 +28,8 @@ def downgrade_to_format4(path: str | os.PathLike[str]) -> None:
     for vpath in versions:
         group = zarr.open_group(str(vpath), mode="r+")
         attrs = dict(group.attrs)
-        sources = read_manifest(str(path), ManifestMark.from_dict(attrs["manifest"]))
+        sources = [e.as_json() for e in read_manifest(
+            str(path), ManifestMark.from_dict(attrs["manifest"]))]
         attrs = {k: v for k, v in attrs.items() if k not in _VERSION_KEYS}
         attrs.update(sources=sources, sources_digest=sources_digest(meta["uid"], sources))
         group.attrs.clear()
