@@ -12,6 +12,7 @@ from pathlib import Path
 import dask
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import streamtopic as st
 from streamtopic import CooccurrenceStore, cooccurrence
@@ -106,3 +107,93 @@ def test_every_group_its_own_band(tmp_path, monkeypatch, budget):
     monkeypatch.setenv("STREAMTOPIC_ACCUMULATION_BYTES", budget)
     banded = _ingest_two(tmp_path, "banded.zarr")
     assert digests(banded) == digests(one)
+
+
+# --- the ingest's time at a large vocabulary (issue 30, case 14): what makes it faster must
+# give the same numbers
+
+
+def _docs_of_mixed_and_even() -> list:
+    """Weighted documents of two kinds: Zipf-like, long ones dense in the frequent words'
+    tiles (BLAS) among short ones (``tests/test_pairs.py``), and short ones over words used
+    evenly (every pair scalar)."""
+    from .test_pairs import _mixed_counts
+
+    rng = np.random.default_rng(3)
+    even = sp.csr_matrix(rng.poisson(0.05, size=(400, 1100)).astype(np.float64))
+    return [cooccurrence._weighted_docs(H)[0] for H in (_mixed_counts(11), even)]
+
+
+@pytest.mark.parametrize("bounds", [(0, 1100, 0, 1100), (0, 256, 0, 1100), (300, 700, 700, 1100),
+                                    (5, 600, 590, 600), (1000, 1100, 1000, 1100)])
+@pytest.mark.parametrize("blas", [True, False])
+def test_rows_summed_by_word_give_the_same_bits(bounds, blas):
+    """The tiled kernel given the documents by word (its rows without a dense document summed
+    row by row) adds exactly what it adds without them (document by document), BLAS tiles
+    or none, into what the sum already holds."""
+    tiled = pytest.importorskip("streamtopic._pairs").add_pairs_tiled
+    r0, r1, c0, c1 = bounds
+    for part in _docs_of_mixed_and_even():
+        args = (part.indptr, part.indices, part.data, part.w, r0, r1, c0, c1,
+                cooccurrence._dgemm() if blas else None, cooccurrence.BLAS_DENSITY)
+        start = np.random.default_rng(0).random((r1 - r0, c1 - c0))
+        ref, got = start.copy(), start.copy()
+        tiled(ref, *args)
+        tiled(got, *args, *part.by_word())
+        assert np.array_equal(got, ref)
+        assert not np.array_equal(got, start)
+
+
+def test_rows_by_word_refuse_documents_out_of_range():
+    tiled = pytest.importorskip("streamtopic._pairs").add_pairs_tiled
+    part = _docs_of_mixed_and_even()[1]
+    indptr, docs, data = part.by_word()
+    args = (part.indptr, part.indices, part.data, part.w, 0, 100, 0, 100, None, 0.1)
+    bad = docs.copy()
+    bad[indptr[50]] = part.w.size  # a document that is not there
+    with pytest.raises(ValueError):
+        tiled(np.zeros((100, 100)), *args, indptr, bad, data)
+    with pytest.raises(ValueError):
+        tiled(np.zeros((100, 100)), *args, indptr[:50], docs, data)  # rows not covered
+    with pytest.raises(TypeError):
+        tiled(np.zeros((100, 100)), *args, indptr, None, data)
+
+
+@pytest.mark.parametrize("shape, cols", [((300, 900), slice(100, 400)), ((7, 100), slice(None)),
+                                         ((3, 70_000), slice(None)), ((4, 5), slice(0, 0))])
+def test_dense_blocks_encode_as_through_scipy(shape, cols):
+    """A dense block (a view of some columns of a sum too; 32-bit column indices past 65,536
+    columns) becomes the bytes scipy's CSR gives, signed zeros dropped as zeros; a count of
+    non-zeros that is wrong is refused, never written past."""
+    from streamtopic.store import _block_nnz, _dense_sparse_bytes, _sparse_bytes
+
+    rng = np.random.default_rng(1)
+    dense = np.where(rng.random(shape) < 0.15, rng.random(shape) - 0.5, 0.0)
+    dense[0, -1] = -0.0
+    block = dense[:, cols]
+    nnz = _block_nnz(block)
+    assert nnz == np.count_nonzero(block)
+    assert np.array_equal(_dense_sparse_bytes(block, nnz), _sparse_bytes(sp.csr_matrix(block)))
+    if nnz:
+        for wrong in (nnz - 1, nnz + 1):
+            with pytest.raises(ValueError):
+                _dense_sparse_bytes(block, wrong)
+
+
+def test_dense_sums_are_lent_again_zeroed_and_never_more_than_lent():
+    """A sum given back is lent again for the next one that fits (its memory, zeroed); a
+    take that none fits drops the free ones; clear drops them all."""
+    sums = cooccurrence._DenseSums()
+    a = sums.take((40, 50))
+    assert a.shape == (40, 50) and not a.any() and a.flags.c_contiguous
+    a += 1.0
+    sums.give(a)
+    b = sums.take((30, 60))  # fits in a's 2,000 entries
+    assert np.shares_memory(a, b) and b.shape == (30, 60) and not b.any()
+    sums.give(b)
+    c = sums.take((50, 50))  # fits in none: the free one is dropped
+    assert not np.shares_memory(c, a) and not c.any()
+    assert sums._free == []
+    sums.give(c)
+    sums.clear()
+    assert sums._free == []
