@@ -81,10 +81,16 @@ def test_an_ingest_in_bands_is_bit_identical_and_holds_one_band_at_a_time(tmp_pa
         monkeypatch.setattr(cooccurrence, "CACHE_SHARE", 0.0)
     seen: list[int] = []
     real = cooccurrence._chains
+    read: list[bool] = []  # per band: whether it read the corpus (its partition tasks)
+    real_band = cooccurrence._count_band
 
     def counted(parts, grid, homes=(), only=None, **kw):
         seen.append(len(grid.groups) if only is None else len(only))
         return real(parts, grid, homes, only, **kw)
+
+    def band(corpus, store, sources, parts, *args, **kw):
+        read.append(len(parts) > 0)
+        return real_band(corpus, store, sources, parts, *args, **kw)
 
     with CooccurrenceStore.open(one) as s:
         grid = _make_grid(s.V, s.chunk_size, s.doc_freq, s.n_docs)
@@ -92,8 +98,15 @@ def test_an_ingest_in_bands_is_bit_identical_and_holds_one_band_at_a_time(tmp_pa
     total = sum(cost[i, j] for i, g in grid.groups for j in grid.blocks(i, g))
     monkeypatch.setenv("STREAMTOPIC_ACCUMULATION_BYTES", str(int(total / 4)))
     monkeypatch.setattr(cooccurrence, "_chains", counted)
+    monkeypatch.setattr(cooccurrence, "_count_band", band)
     banded = _ingest_two(tmp_path, "banded.zarr")
     assert len(seen) > 2 and max(seen) < len(grid.groups)
+    # each ingest's first band reads the corpus; the later ones read it again, or none does
+    assert read[0] and len(read) >= 4
+    if documents == "kept":
+        assert sum(read) == 2  # one read per ingest (two ingests)
+    else:
+        assert all(read)
     assert digests(banded) == digests(one)
     with CooccurrenceStore.open(one) as a, CooccurrenceStore.open(banded) as b:
         assert np.array_equal(a.read_dense(), b.read_dense())
@@ -181,19 +194,24 @@ def test_dense_blocks_encode_as_through_scipy(shape, cols):
 
 
 def test_dense_sums_are_lent_again_zeroed_and_never_more_than_lent():
-    """A sum given back is lent again for the next one that fits (its memory, zeroed); a
-    take that none fits drops the free ones; clear drops them all."""
+    """A sum given back is lent again for the next one that fits (the smallest that fits:
+    its memory, zeroed); a take that none fits drops the largest free one, so the arrays
+    never outnumber the most lent at once; clear drops them all."""
     sums = cooccurrence._DenseSums()
-    a = sums.take((40, 50))
+    a, small = sums.take((40, 50)), sums.take((10, 10))
     assert a.shape == (40, 50) and not a.any() and a.flags.c_contiguous
     a += 1.0
+    small += 1.0
     sums.give(a)
-    b = sums.take((30, 60))  # fits in a's 2,000 entries
+    sums.give(small)
+    b = sums.take((30, 60))  # fits in a's 2,000 entries, not in small's 100
     assert np.shares_memory(a, b) and b.shape == (30, 60) and not b.any()
     sums.give(b)
-    c = sums.take((50, 50))  # fits in none: the free one is dropped
+    c = sums.take((50, 50))  # fits in none: a's array (the largest free) is dropped
     assert not np.shares_memory(c, a) and not c.any()
-    assert sums._free == []
+    assert [x.size for x in sums._free] == [100]
+    d = sums.take((5, 20))
+    assert np.shares_memory(d, small) and not d.any()
     sums.give(c)
     sums.clear()
     assert sums._free == []
