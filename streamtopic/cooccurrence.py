@@ -562,7 +562,7 @@ class _DenseSums:
     finds no free array large enough drops the largest free one before it allocates, so
     there are never more arrays (lent and free) than the most lent at once (a band's sums:
     :func:`accumulation_bands`), each at most the largest sum taken; groups differ in width
-    (4 to 7 blocks at 100,000 words), and dropping every free array on such a miss, tried
+    (4 to 16 blocks at 100,000 words), and dropping every free array on such a miss, tried
     first, left half the takes fresh. :func:`_release_dense_sums` drops the free ones when
     an ingest's counting ends."""
 
