@@ -194,9 +194,9 @@ def test_dense_blocks_encode_as_through_scipy(shape, cols):
 
 
 def test_dense_sums_are_lent_again_zeroed_and_never_more_than_lent():
-    """A sum given back is lent again for the next one that fits (the smallest that fits:
-    its memory, zeroed); a take that none fits drops the largest free one, so the arrays
-    never outnumber the most lent at once; clear drops them all."""
+    """A sum given back is lent again to the next one of as many entries (its memory,
+    zeroed); the arrays lent and free never hold more entries than the most lent at once
+    (a take that none matches drops free ones, largest first); clear drops them all."""
     sums = cooccurrence._DenseSums()
     a, small = sums.take((40, 50)), sums.take((10, 10))
     assert a.shape == (40, 50) and not a.any() and a.flags.c_contiguous
@@ -204,14 +204,17 @@ def test_dense_sums_are_lent_again_zeroed_and_never_more_than_lent():
     small += 1.0
     sums.give(a)
     sums.give(small)
-    b = sums.take((30, 60))  # fits in a's 2,000 entries, not in small's 100
-    assert np.shares_memory(a, b) and b.shape == (30, 60) and not b.any()
-    sums.give(b)
-    c = sums.take((50, 50))  # fits in none: a's array (the largest free) is dropped
-    assert not np.shares_memory(c, a) and not c.any()
-    assert [x.size for x in sums._free] == [100]
-    d = sums.take((5, 20))
-    assert np.shares_memory(d, small) and not d.any()
-    sums.give(c)
-    sums.clear()
+    b = sums.take((50, 40))  # as many entries as a: its memory
+    assert np.shares_memory(a, b) and b.shape == (50, 40) and not b.any()
+    c = sums.take((30, 60))  # none matches: 3,800 lent, the most; small's 100 dropped
+    assert not np.shares_memory(c, a) and not np.shares_memory(c, small) and not c.any()
     assert sums._free == []
+    sums.give(b)
+    sums.give(c)
+    assert sorted(x.size for x in sums._free) == [1800, 2000]
+    d = sums.take((10, 10))  # none matches: 100 lent + 3,800 free would pass 3,800
+    assert not d.any() and [x.size for x in sums._free] == [1800]  # the largest dropped
+    e = sums.take((30, 60))
+    assert np.shares_memory(e, c) and not e.any()
+    sums.clear()
+    assert sums._free == [] and sums._lent == sums._most == 0
