@@ -66,10 +66,11 @@ static int take(PyObject *obj, view_t *v, Py_ssize_t itemsize, char kind, int wr
 
 /* A writable float64 matrix whose rows may be padded (row stride a multiple of 8 bytes, at
  * least its width; columns contiguous); *ld: its row stride in items. */
-static int take_rows(PyObject *obj, view_t *v, int64_t *ld, const char *name) {
-    int flags = PyBUF_FORMAT | PyBUF_STRIDES | PyBUF_WRITABLE;
+static int take_rows(PyObject *obj, view_t *v, int64_t *ld, const char *name, int writable) {
+    int flags = PyBUF_FORMAT | PyBUF_STRIDES | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj, &v->buf, flags) < 0) {
-        PyErr_Format(PyExc_TypeError, "%s: expected a writable array", name);
+        PyErr_Format(PyExc_TypeError, "%s: expected a%s array", name,
+                     writable ? " writable" : "");
         return -1;
     }
     v->held = 1;
@@ -287,6 +288,14 @@ typedef struct {
     /* the dense batch of the current tile */
     int n_dense;
     double *X, *Y;   /* DB x BT each, row-major */
+    /* the documents by word (CSC; NULL: not given): for word i, the documents cd[q] and
+     * counts cx[q], q in cp[i]:cp[i+1], documents in increasing order; with, per document,
+     * its entries in the rectangle's columns (col0[d]:col1[d]) and a count buffer */
+    const int64_t *cp;
+    const int32_t *cd;
+    const double *cx;
+    int64_t *col0, *col1;
+    int32_t *na;
 } tiler_t;
 
 /* Add the dense batch to the tile [t0, t1) x [u0, u1): tile^T += Y X^T (column-major terms),
@@ -375,9 +384,51 @@ static void scalar_row_tile(tiler_t *T, int64_t c1) {
     }
 }
 
+/* Whether no document can be dense in a tile of rows [t0, t1) (the test of row_tile: its
+ * entries in the rows times at most BT in the columns below kappa * BT * BT), from the
+ * documents by word: the largest count of a document's entries in the rows. */
+static int no_dense_rows(tiler_t *T, int64_t t0, int64_t t1) {
+    if (T->gemm == NULL) {
+        return 1;
+    }
+    int32_t most = 0;
+    for (int64_t q = T->cp[t0]; q < T->cp[t1]; q++) {
+        int32_t k = ++T->na[T->cd[q]];
+        most = k > most ? k : most;
+    }
+    for (int64_t q = T->cp[t0]; q < T->cp[t1]; q++) {
+        T->na[T->cd[q]] = 0;
+    }
+    return (double)most * BT < T->kappa * BT * BT;
+}
+
+/* Rows [t0, t1) pair by pair, row after row: for each word of the rows, each document that
+ * holds it adds its entries in the columns to the word's row of the sum. Each entry of the
+ * sum takes its documents in increasing order, as in scalar_row_tile (the same bits); the
+ * writes stay within one row of the sum (a few KiB, in the core's cache) where the
+ * document-major order scatters them over the rows' whole slab. */
+static void scalar_rows_by_word(tiler_t *T, int64_t t0, int64_t t1) {
+    const int32_t *ix = T->ix;
+    const double *x = T->x;
+    for (int64_t i = t0; i < t1; i++) {
+        double *row = T->out + (i - T->r0) * T->ld - T->c0;
+        for (int64_t q = T->cp[i]; q < T->cp[i + 1]; q++) {
+            int64_t d = T->cd[q], b1 = T->col1[d];
+            double va = T->wd[d] * T->cx[q];
+            for (int64_t b = T->col0[d]; b < b1; b++) {
+                row[ix[b]] += va * x[b];
+            }
+        }
+    }
+}
+
 static void run_tiles(tiler_t *T, int64_t n_docs, int64_t r1, int64_t c1) {
     for (int64_t t0 = T->r0; t0 < r1; t0 += BT) {
         int64_t t1 = t0 + BT < r1 ? t0 + BT : r1;
+        if (T->cp != NULL && no_dense_rows(T, t0, t1)) {
+            scalar_rows_by_word(T, t0, t1);
+            continue;
+        }
         if (!row_tile(T, n_docs, t0, t1)) {
             scalar_row_tile(T, c1);
             continue;
@@ -440,6 +491,8 @@ static int tiler_alloc(tiler_t *T, int64_t n_docs) {
     if (T->doc == NULL || (T->gemm && T->X == NULL)) {
         free(T->doc);
         free(T->X);
+        T->doc = NULL;
+        T->X = NULL;
         PyErr_NoMemory();
         return -1;
     }
@@ -451,19 +504,85 @@ static int tiler_alloc(tiler_t *T, int64_t n_docs) {
     return 0;
 }
 
+/* The documents by word (CSC) for rows [r0, r1): cp int64 (at least r1 + 1 entries), cd
+ * int32 and cx float64 of one length, cp non-decreasing over [r0, r1] and within cd, every
+ * document id of those rows below n_docs. Sets T's CSC fields and each document's column
+ * span [c0, c1). */
+static int take_csc(tiler_t *T, view_t *cp, view_t *cd, view_t *cx, int64_t n_docs,
+                    int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    int64_t n_words = cp->buf.len / 8 - 1, n = cd->buf.len / 4;
+    const int64_t *p = (const int64_t *)cp->buf.buf;
+    const int32_t *docs = (const int32_t *)cd->buf.buf;
+    if (r0 < 0 || n_words < r1 || cx->buf.len / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "csc: indptr must cover the rows, and data match "
+                                          "the documents");
+        return -1;
+    }
+    for (int64_t i = r0; i < r1; i++) {
+        if (p[i] < 0 || p[i + 1] < p[i] || p[i + 1] > n) {
+            PyErr_SetString(PyExc_ValueError, "csc: indptr out of order or out of range");
+            return -1;
+        }
+    }
+    for (int64_t q = r0 < r1 ? p[r0] : 0; q < (r0 < r1 ? p[r1] : 0); q++) {
+        if (docs[q] < 0 || docs[q] >= n_docs) {
+            PyErr_SetString(PyExc_ValueError, "csc: document id out of range");
+            return -1;
+        }
+    }
+    size_t m = (size_t)(n_docs > 0 ? n_docs : 1);
+    T->col0 = malloc(2 * m * sizeof(int64_t));
+    T->na = calloc(m, sizeof(int32_t));
+    if (T->col0 == NULL || T->na == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    T->col1 = T->col0 + m;
+    for (int64_t d = 0; d < n_docs; d++) {
+        T->col0[d] = lower(T->ix, T->ip[d], T->ip[d + 1], c0);
+        T->col1[d] = lower(T->ix, T->col0[d], T->ip[d + 1], c1);
+    }
+    T->cp = p;
+    T->cd = docs;
+    T->cx = (const double *)cx->buf.buf;
+    return 0;
+}
+
+/* The optional documents by word of add_pairs_tiled (all three None: not given). */
+static int take_by_word(tiler_t *T, PyObject *o_cp, PyObject *o_cd, PyObject *o_cx, view_t *cp,
+                        view_t *cd, view_t *cx, int64_t n_docs, int64_t r0, int64_t r1,
+                        int64_t c0, int64_t c1) {
+    int given = o_cp != Py_None;
+    if (given != (o_cd != Py_None) || given != (o_cx != Py_None)) {
+        PyErr_SetString(PyExc_TypeError, "csc: give all three of indptr, documents, data");
+        return -1;
+    }
+    if (!given) {
+        return 0;
+    }
+    if (take(o_cp, cp, 8, 'i', 0, "csc indptr") < 0 ||
+        take(o_cd, cd, 4, 'i', 0, "csc documents") < 0 ||
+        take(o_cx, cx, 8, 'f', 0, "csc data") < 0) {
+        return -1;
+    }
+    return take_csc(T, cp, cd, cx, n_docs, r0, r1, c0, c1);
+}
+
 static PyObject *add_pairs_tiled(PyObject *self, PyObject *args) {
     PyObject *o_acc, *o_indptr, *o_indices, *o_data, *o_w, *o_gemm;
+    PyObject *o_cp = Py_None, *o_cd = Py_None, *o_cx = Py_None;
     long long r0, r1, c0, c1;
     double kappa;
-    if (!PyArg_ParseTuple(args, "OOOOOLLLLOd", &o_acc, &o_indptr, &o_indices, &o_data, &o_w,
-                          &r0, &r1, &c0, &c1, &o_gemm, &kappa)) {
+    if (!PyArg_ParseTuple(args, "OOOOOLLLLOd|OOO", &o_acc, &o_indptr, &o_indices, &o_data,
+                          &o_w, &r0, &r1, &c0, &c1, &o_gemm, &kappa, &o_cp, &o_cd, &o_cx)) {
         return NULL;
     }
     view_t acc = {0}, indptr = {0}, indices = {0}, data = {0}, w = {0};
+    view_t cp = {0}, cd = {0}, cx = {0};
     PyObject *result = NULL;
     tiler_t T = {0};
     int64_t n_docs;
-    if (gemm_from(o_gemm, &T.gemm) < 0 || take_rows(o_acc, &acc, &T.ld, "acc") < 0 ||
+    if (gemm_from(o_gemm, &T.gemm) < 0 || take_rows(o_acc, &acc, &T.ld, "acc", 1) < 0 ||
         take(o_indptr, &indptr, 8, 'i', 0, "indptr") < 0 ||
         take(o_indices, &indices, 4, 'i', 0, "indices") < 0 ||
         take(o_data, &data, 8, 'f', 0, "data") < 0 || take(o_w, &w, 8, 'f', 0, "w") < 0 ||
@@ -481,28 +600,172 @@ static PyObject *add_pairs_tiled(PyObject *self, PyObject *args) {
     T.c0 = c0;
     T.c1 = c1;
     T.kappa = kappa;
+    if (take_by_word(&T, o_cp, o_cd, o_cx, &cp, &cd, &cx, n_docs, r0, r1, c0, c1) < 0) {
+        goto done;
+    }
     Py_BEGIN_ALLOW_THREADS
     run_tiles(&T, n_docs, r1, c1);
     Py_END_ALLOW_THREADS
-    free(T.doc);
-    free(T.X);
     Py_INCREF(Py_None);
     result = Py_None;
 done:
+    free(T.doc);
+    free(T.X);
+    free(T.col0);
+    free(T.na);
     release(&acc);
     release(&indptr);
     release(&indices);
     release(&data);
     release(&w);
+    release(&cp);
+    release(&cd);
+    release(&cx);
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * A dense block of Q as the bytes of a sparse block (streamtopic.store's layout): a header
+ * of three int64 (nnz, rows, wide), the non-zero values (float64, row by row, columns
+ * increasing), the row pointers (int32, rows + 1) and the column indices (uint16, or int32
+ * when wide). One pass over the block, which scipy's conversion (through COO) makes about
+ * ten times slower.
+ */
+/* The body of sparse_bytes: returns the non-zeros written, or -1 when the block holds more
+ * than nnz (nothing is written past the buffer). rv: room for one row (cols doubles, then
+ * cols int32), where each row's non-zeros are gathered without branches (every entry
+ * written, the count advanced by non-zeros only) before they are copied out. */
+static int64_t encode_rows(const double *src, int64_t ld, int64_t rows, int64_t cols,
+                           int64_t nnz, int wide, char *base, double *rv) {
+    char *vals = base + 24, *ptrs = vals + 8 * nnz, *cols_at = ptrs + 4 * (rows + 1);
+    int32_t *rc = (int32_t *)(rv + (cols > 0 ? cols : 1));
+    int64_t head[3] = {nnz, rows, wide ? 1 : 0}, k = 0;
+    int32_t at = 0;
+    memcpy(base, head, sizeof head);
+    memcpy(ptrs, &at, 4);
+    for (int64_t i = 0; i < rows; i++) {
+        const double *row = src + i * ld;
+        int64_t m = 0;
+        for (int64_t j = 0; j < cols; j++) {
+            double v = row[j];
+            rv[m] = v;
+            rc[m] = (int32_t)j;
+            m += v != 0.0;
+        }
+        if (m > nnz - k) {
+            return -1;
+        }
+        memcpy(vals + 8 * k, rv, 8 * (size_t)m);
+        if (wide) {
+            memcpy(cols_at + 4 * k, rc, 4 * (size_t)m);
+        } else {
+            for (int64_t q = 0; q < m; q++) {
+                uint16_t c = (uint16_t)rc[q];
+                memcpy(cols_at + 2 * (k + q), &c, 2);
+            }
+        }
+        k += m;
+        at = (int32_t)k;
+        memcpy(ptrs + 4 * (i + 1), &at, 4);
+    }
+    return k;
+}
+
+static PyObject *sparse_bytes(PyObject *self, PyObject *args) {
+    PyObject *o_block, *o_out;
+    long long nnz;
+    int wide;
+    if (!PyArg_ParseTuple(args, "OOLp", &o_block, &o_out, &nnz, &wide)) {
+        return NULL;
+    }
+    view_t block = {0}, out = {0};
+    PyObject *result = NULL;
+    int64_t ld;
+    if (take_rows(o_block, &block, &ld, "block", 0) < 0 ||
+        PyObject_GetBuffer(o_out, &out.buf, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        goto done;
+    }
+    out.held = 1;
+    int64_t rows = block.buf.shape[0], cols = block.buf.shape[1], width = wide ? 4 : 2;
+    if (nnz < 0 || out.buf.len != 24 + 8 * nnz + 4 * (rows + 1) + width * nnz ||
+        (!wide && cols > 65536) || rows >= INT32_MAX || nnz >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "out: must hold exactly the block's bytes");
+        goto done;
+    }
+    {
+        /* one row's non-zeros gathered at a time (cols values and column ids) */
+        double *rv = malloc((size_t)(cols > 0 ? cols : 1) * (sizeof(double) + sizeof(int32_t)));
+        if (rv == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        int64_t k;
+        Py_BEGIN_ALLOW_THREADS
+        k = encode_rows((const double *)block.buf.buf, ld, rows, cols, nnz, wide,
+                        (char *)out.buf.buf, rv);
+        Py_END_ALLOW_THREADS
+        free(rv);
+        if (k != nnz) {
+            PyErr_SetString(PyExc_ValueError, "block: its non-zeros are not nnz");
+            goto done;
+        }
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    release(&block);
+    release(&out);
+    return result;
+}
+
+/* The non-zeros of a float64 matrix whose rows are contiguous (a view of some columns of a
+ * wider sum too: numpy counts those element by element, four times slower). */
+static PyObject *count_nonzero_rows(PyObject *self, PyObject *args) {
+    PyObject *o_block;
+    if (!PyArg_ParseTuple(args, "O", &o_block)) {
+        return NULL;
+    }
+    view_t block = {0};
+    int64_t ld;
+    if (take_rows(o_block, &block, &ld, "block", 0) < 0) {
+        return NULL;
+    }
+    const double *src = (const double *)block.buf.buf;
+    int64_t rows = block.buf.shape[0], cols = block.buf.shape[1];
+    long long total = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < rows; i++) {
+        const double *row = src + i * ld;
+        int64_t k = 0;
+        for (int64_t j = 0; j < cols; j++) {
+            k += row[j] != 0.0;
+        }
+        total += k;
+    }
+    Py_END_ALLOW_THREADS
+    release(&block);
+    return PyLong_FromLongLong(total);
+}
+
 static PyMethodDef methods[] = {
+    {"count_nonzero_rows", count_nonzero_rows, METH_VARARGS,
+     "count_nonzero_rows(block) -> int\n\n"
+     "The non-zeros of a float64 matrix with contiguous rows (any row stride)."},
+    {"sparse_bytes", sparse_bytes, METH_VARARGS,
+     "sparse_bytes(block, out, nnz, wide) -> None\n\n"
+     "Write the float64 matrix block (rows contiguous), which holds nnz non-zeros, into out "
+     "(uint8, exactly 24 + 8 nnz + 4 (rows + 1) + (4 if wide else 2) nnz bytes) as a sparse "
+     "block: header (nnz, rows, wide: int64), values, row pointers (int32), column indices "
+     "(uint16, int32 when wide)."},
     {"add_pairs_tiled", add_pairs_tiled, METH_VARARGS,
-     "add_pairs_tiled(acc, indptr, indices, data, w, r0, r1, c0, c1, gemm, kappa) -> None\n\n"
+     "add_pairs_tiled(acc, indptr, indices, data, w, r0, r1, c0, c1, gemm, kappa[, csc_indptr, "
+     "csc_docs, csc_data]) -> None\n\n"
      "acc += (sum_d w_d h_d h_d^T)[r0:r1, c0:c1], in place, without the GIL, tile by tile "
      "(256 x 256): in each tile, documents with na * nb >= kappa * area through BLAS dgemm "
-     "(gemm: scipy.linalg.cython_blas's dgemm capsule; None: none), the others pair by pair."},
+     "(gemm: scipy.linalg.cython_blas's dgemm capsule; None: none), the others pair by pair. "
+     "With the documents by word (CSC: int64 indptr over the words, int32 document ids in "
+     "increasing order, float64 counts), rows of tiles where no document can be dense are "
+     "summed row by row (the same bits, the writes within one row of acc)."},
 
     {"count_pairs", count_pairs, METH_VARARGS,
      "count_pairs(indptr, indices, r0, r1, c0, c1) -> int\n\n"

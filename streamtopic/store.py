@@ -59,6 +59,13 @@ from .manifest import (
     read_manifest,
 )
 
+try:  # the C extension's encoder of dense blocks as sparse ones and counter of their
+    # non-zeros (scipy's and numpy's without it)
+    from ._pairs import count_nonzero_rows as _c_count_nonzero
+    from ._pairs import sparse_bytes as _c_sparse_bytes
+except ImportError:  # built without a C compiler
+    _c_count_nonzero = _c_sparse_bytes = None
+
 __all__ = ["StoreError", "CachedPartition", "CooccurrenceStore", "DEFAULT_CHUNK"]
 
 log = logging.getLogger(__name__)
@@ -335,8 +342,10 @@ _WRITE_AS_IS: Any = {"write_empty_chunks": True}
 
 
 def open_for_blocks(root: str, path: str) -> zarr.Array[Any]:
-    """A version's dense array of Q opened to write blocks into (see ``_WRITE_AS_IS``)."""
-    return zarr.open_array(store=root, path=path, mode="r+", config=_WRITE_AS_IS)
+    """A version's dense array of Q opened to write blocks into (see ``_WRITE_AS_IS``:
+    ``open_array`` ignores a ``config``, so it is set on the array opened)."""
+    arr = zarr.open_array(store=root, path=path, mode="r+")
+    return arr.with_config(_WRITE_AS_IS) if hasattr(arr, "with_config") else arr
 
 
 def _sparse_path(version: int, rows: slice, cols: slice) -> str:
@@ -384,6 +393,32 @@ def _sparse_parts(raw: np.ndarray, shape: tuple[int, int]
     if nnz and (int(indices.min()) < 0 or int(indices.max()) >= shape[1]):
         raise ValueError("a sparse block's column indices fall outside it")
     return data, indptr, indices.astype(np.int32)
+
+
+def _block_nnz(block: Any) -> int:
+    """The non-zeros of a block (a scipy sparse matrix, or an ndarray: through the C
+    extension when its rows are contiguous, numpy's ``count_nonzero`` being four times
+    slower on a view of a few columns of a group's sum)."""
+    if sp.issparse(block):
+        return int(block.nnz)
+    if (_c_count_nonzero is not None and block.ndim == 2 and block.dtype == np.float64
+            and block.strides[1] == 8):
+        return int(_c_count_nonzero(block))
+    return int(np.count_nonzero(block))
+
+
+def _dense_sparse_bytes(block: np.ndarray, nnz: int) -> np.ndarray:
+    """:func:`_sparse_bytes` of a dense block (rows×cols float64) holding ``nnz``
+    non-zeros, in one pass over it (the C extension's ``sparse_bytes``: about ten times
+    faster than through scipy, which makes a COO matrix first); through scipy when the
+    extension was not built or the rows are not contiguous."""
+    wide = block.shape[1] > 2**16
+    if _c_sparse_bytes is None or block.dtype != np.float64 or block.strides[1] != 8:
+        return _sparse_bytes(sp.csr_matrix(block))
+    out = np.empty(24 + 8 * nnz + 4 * (block.shape[0] + 1) + (4 if wide else 2) * nnz,
+                   dtype=np.uint8)
+    _c_sparse_bytes(block, out, nnz, wide)
+    return out
 
 
 def _sparse_bytes(S: sp.csr_matrix) -> np.ndarray:
@@ -488,15 +523,18 @@ def write_q_block(
     version, as its only writer: sparse when fewer than ``SPARSE_BELOW`` of its entries are
     non-zero, else into the version's dense array (``dense``, opened here if None). A block
     of zeros writes nothing. Returns (its non-zeros, whether it was stored sparse)."""
-    nnz = int(block.nnz if sp.issparse(block) else np.count_nonzero(block))
+    nnz = _block_nnz(block)
     if nnz == 0:
         return 0, False
     area = (rows.stop - rows.start) * (cols.stop - cols.start)
     if nnz < SPARSE_BELOW * area:
-        S = block.tocsr(copy=True) if sp.issparse(block) else sp.csr_matrix(block)
-        S.sum_duplicates()  # also sorts the indices
-        S.eliminate_zeros()
-        raw = _sparse_bytes(S)
+        if sp.issparse(block):
+            S = block.tocsr(copy=True)
+            S.sum_duplicates()  # also sorts the indices
+            S.eliminate_zeros()
+            raw = _sparse_bytes(S)
+        else:
+            raw = _dense_sparse_bytes(block, nnz)
         zarr.create_array(store=root, name=_sparse_path(version, rows, cols), data=raw,
                           chunks=raw.shape, compressors=_q_compressor(), overwrite=True,
                           config=_WRITE_AS_IS,
@@ -1791,21 +1829,10 @@ class CooccurrenceStore:
             return
         head = self.version
         kept = {head} | {v for v in leased if 0 < v <= head}
-        maps = {}
-        referenced = set(kept)
-        for v in kept:
-            if v == 0:
-                continue
-            try:
-                maps[v] = np.asarray(_array(self._root, f"{_vname(v)}/block_versions")[:])
-                # the versions whose cached documents this one reads
-                doc_versions: Any = _group(self._root, _vname(v)).attrs.get(
-                    "document_versions", [])
-                referenced |= {int(x) for x in doc_versions}
-            except Exception:  # a leased version we cannot read: delete nothing this time
-                return
-        for bv in maps.values():
-            referenced |= set(np.unique(bv).tolist())
+        found = self._referenced_versions(kept)
+        if found is None:  # a leased version we cannot read: delete nothing this time
+            return
+        maps, referenced = found
         grp = zarr.open_group(self.path, mode="r+")
         # Walk the directory, not the zarr hierarchy: a writer killed while zarr was
         # creating a group leaves a directory without metadata (or a ``*.partial`` file),
@@ -1818,32 +1845,58 @@ class CooccurrenceStore:
             if number is None:
                 if name.endswith(".partial") and entry.is_file(follow_symlinks=False):
                     os.remove(entry.path)  # zarr's unfinished metadata write
-                continue
-            if number not in referenced:
+            elif number not in referenced:
                 shutil.rmtree(entry.path, ignore_errors=True)
+            elif number not in kept and not os.path.exists(os.path.join(entry.path, COLLECTED)):
+                # superseded but in use (stripped before, with no block in use: its cache only)
+                self._strip_version(grp, entry.path, number, maps)
+
+    def _referenced_versions(
+        self, kept: set[int]
+    ) -> tuple[dict[int, np.ndarray], set[int]] | None:
+        """For :meth:`cleanup`: the block maps (nb × nb each) of the ``kept`` versions, by
+        version, and every version they use (themselves, the versions of their blocks and of
+        the cached documents they read); None when a kept version cannot be read."""
+        maps = {}
+        referenced = set(kept)
+        for v in kept:
+            if v == 0:
                 continue
-            if number in kept:
-                continue
-            done = os.path.join(entry.path, COLLECTED)
-            if os.path.exists(done):  # stripped before, no block of it in use: its cache only
-                continue
-            vg = _group(grp, f"versions/{name}")
-            for arr_name in ("word_counts", "doc_freq", "block_versions", "unkept"):
-                if arr_name in vg:
-                    del vg[arr_name]
-            used = np.zeros((self.n_blocks, self.n_blocks), dtype=bool)
-            for bv in maps.values():
-                used |= padded_block_map(bv, self.n_blocks) == number
-            for i, j in np.argwhere(~used).tolist():
-                rows, cols = self.block_slices(i, j)
-                for kind in (DENSE, SPARSE):  # a mirrored block's files are its mirror's
-                    for f in block_files(self.path, number, rows, cols, self.chunk_size, kind):
-                        _remove_quietly(f)
-                shutil.rmtree(os.path.join(self.path, *_sparse_path(number, rows, cols).split(
-                    "/")), ignore_errors=True)
-            if not used.any():  # nothing of it will ever be used but its token cache
-                with open(done, "w"):
-                    pass
+            try:
+                maps[v] = np.asarray(_array(self._root, f"{_vname(v)}/block_versions")[:])
+                # the versions whose cached documents this one reads
+                doc_versions: Any = _group(self._root, _vname(v)).attrs.get(
+                    "document_versions", [])
+                referenced |= {int(x) for x in doc_versions}
+            except Exception:  # a leased version we cannot read
+                return None
+        for bv in maps.values():
+            referenced |= set(np.unique(bv).tolist())
+        return maps, referenced
+
+    def _strip_version(self, grp: zarr.Group, path: str, number: int,
+                       maps: dict[int, np.ndarray]) -> None:
+        """For :meth:`cleanup`: strip the superseded version ``number`` (directory ``path``)
+        that a kept version still uses, of its counts and of the blocks that no kept version
+        reads (their block maps, ``maps``); mark it ``COLLECTED`` when none of its blocks is
+        in use."""
+        vg = _group(grp, f"versions/{os.path.basename(path)}")
+        for arr_name in ("word_counts", "doc_freq", "block_versions", "unkept"):
+            if arr_name in vg:
+                del vg[arr_name]
+        used = np.zeros((self.n_blocks, self.n_blocks), dtype=bool)
+        for bv in maps.values():
+            used |= padded_block_map(bv, self.n_blocks) == number
+        for i, j in np.argwhere(~used).tolist():
+            rows, cols = self.block_slices(i, j)
+            for kind in (DENSE, SPARSE):  # a mirrored block's files are its mirror's
+                for f in block_files(self.path, number, rows, cols, self.chunk_size, kind):
+                    _remove_quietly(f)
+            shutil.rmtree(os.path.join(self.path, *_sparse_path(number, rows, cols).split(
+                "/")), ignore_errors=True)
+        if not used.any():  # nothing of it will ever be used but its token cache
+            with open(os.path.join(path, COLLECTED), "w"):
+                pass
 
 
 #: ``doc_length`` of the stores ingest builds now (recorded in their config).
