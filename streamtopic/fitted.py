@@ -20,8 +20,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["FittedModel", "FittedTopics", "ModelError", "Slice", "adopt", "check_is_fitted",
-           "store_record"]
+__all__ = ["ATTRIBUTES", "FittedModel", "FittedTopics", "ModelError", "Slice", "adopt",
+           "check_is_fitted", "store_record"]
 
 
 class ModelError(ValueError):
@@ -111,23 +111,26 @@ class FittedTopics:
         return [self.vocab[int(i)] for i in self.anchors]
 
 
+#: The estimator's fitted attributes (scikit-learn's trailing underscore) and the fields of
+#: :class:`FittedTopics` they hold.
+ATTRIBUTES = {"components_": "components", "anchor_words_": "anchor_words",
+              "topic_prevalence_": "topic_prevalence",
+              "topic_cooccurrence_": "topic_cooccurrence",
+              "word_probability_": "word_probability", "alpha_": "alpha",
+              "n_converged_": "n_converged", "n_fitted_": "n_fitted",
+              "diagnostics_": "diagnostics"}
+
+
 def adopt(model: Any, topics: FittedTopics) -> None:
-    """Set ``model``'s fitted attributes (scikit-learn's trailing underscore) from
-    ``topics``: the only place they are set, after a fit and after a load. The model is then
-    only in memory (``saved_at`` None) until it is saved."""
+    """Set ``model``'s fitted attributes (:data:`ATTRIBUTES`, and ``vocab_``, ``anchors_``,
+    ``n_features_in_``) from ``topics``: the only place they are set, after a fit and after
+    a load. The model is then only in memory (``saved_at`` None) until it is saved."""
     model.topics_ = topics
+    for attr, name in ATTRIBUTES.items():
+        setattr(model, attr, getattr(topics, name))
     model.vocab_ = list(topics.vocab)
-    model.components_ = topics.components
     model.anchors_ = np.asarray(topics.anchors, dtype=np.int64)
-    model.anchor_words_ = topics.anchor_words
-    model.topic_prevalence_ = topics.topic_prevalence
-    model.topic_cooccurrence_ = topics.topic_cooccurrence
-    model.word_probability_ = topics.word_probability
-    model.alpha_ = topics.alpha
-    model.n_converged_ = int(topics.n_converged)
-    model.n_fitted_ = int(topics.n_fitted)
     model.n_features_in_ = len(topics.vocab)
-    model.diagnostics_ = topics.diagnostics
     model.saved_at = None
 
 
