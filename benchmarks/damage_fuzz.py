@@ -46,7 +46,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.join(HERE, "results", "damage_fuzz.json")
-TERMS = [f"w{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(260)]
+N_TERMS = 260
 K = 4
 TIMEOUT = 120.0
 DAMAGES = ("flip", "truncate", "delete")
@@ -54,14 +54,13 @@ BAD = ("wrong", "traceback", "crash", "hang")
 
 
 def write_docs(path: str, n_docs: int, seed: int, length: int = 40) -> str:
-    """Text documents from 5 topics over 260 letter-only words."""
-    topics = np.random.default_rng(12345).dirichlet(np.full(len(TERMS), 0.05), size=5)
-    rng = np.random.default_rng(seed)
-    with open(path, "w") as fh:
-        for _ in range(n_docs):
-            p = rng.dirichlet(np.full(5, 0.3)) @ topics
-            fh.write(" ".join(TERMS[w] for w in rng.choice(len(TERMS), size=length, p=p))
-                     + "\n")
+    """Text documents (one a line) from 5 Dirichlet topics over ``N_TERMS`` letter-only
+    words (:func:`streamtopic.synth.write_corpus`)."""
+    from streamtopic import synth
+
+    topics = np.random.default_rng(12345).dirichlet(np.full(N_TERMS, 0.05), size=5)
+    synth.write_corpus(path, topics.T, n_docs, format="text", alpha=0.3, doc_length=length,
+                       seed=seed)
     return path
 
 

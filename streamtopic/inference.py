@@ -45,7 +45,7 @@ from .corpus import (
     read_corpus,
     stat_fingerprint,
 )
-from .fitted import store_record
+from .fitted import ModelError, store_record
 from .manifest import ManifestEntry
 from .persistence import load_model
 from .store import CachedPartition, CooccurrenceStore
@@ -59,6 +59,7 @@ __all__ = [
     "DocumentCompletion",
     "Inferred",
     "collect_debris",
+    "fitted_store",
     "document_completion",
     "document_counts",
     "infer_corpus",
@@ -448,6 +449,15 @@ def infer_corpus(
 
 #: errors of a write refused for room (a full disk, a quota, a file size limit)
 _NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def fitted_store(model: Any, needed_for: str) -> str:
+    """The path of the store ``model`` was fitted on; a :class:`ModelError` saying what
+    needs it (``needed_for``, e.g. "an update ingests into it") when it is gone."""
+    path = store_record(model).get("path")
+    if not path or not CooccurrenceStore.is_store(path):
+        raise ModelError(f"the store the model was fitted on ({path}) is gone: {needed_for}")
+    return str(path)
 
 
 def with_token_cache(corpus: Any, model: Any) -> Any:

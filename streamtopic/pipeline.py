@@ -112,9 +112,8 @@ def fit_store(plan: FitPlan, X: CooccurrenceStore | str | os.PathLike[str]) -> F
             # for a fit-time vocabulary holds only Q; refinement maps the words onto it
             seeds = resolve_seeding(plan, store)  # bad named words: before any stage
             corpus = None if plan.preview else training_corpus(plan, source)
-            core = core_words(plan, store, refining=corpus is not None, seeds=seeds)
-            spectral = (spectral_store(plan, store, scratch, seconds, held, seeds)
-                        if core is None else spectral_core(plan, store, core, seconds, seeds))
+            spectral, _ = _spectral(plan, store, scratch, seconds, held, seeds,
+                                    refining=corpus is not None)
             refined = None if corpus is None else _refine(
                 plan, spectral.start, corpus, store, scratch, seconds,
                 pinned=_pinned(seeds, spectral.start.shape),
@@ -181,9 +180,8 @@ def update_store(plan: FitPlan, X: CooccurrenceStore | str | os.PathLike[str],
         with ExitStack() as held, fit_scratch(scratch_root(plan.scratch_dir, store.path),
                                               store.path) as scratch:
             seeds = resolve_seeding(plan, store)
-            core = core_words(plan, store, refining=True, seeds=seeds)
-            spectral = (spectral_store(plan, store, scratch, seconds, held, seeds)
-                        if core is None else spectral_core(plan, store, core, seconds, seeds))
+            spectral, core = _spectral(plan, store, scratch, seconds, held, seeds,
+                                       refining=True)
             if plan.n_topics == K:
                 spectral = _in_order_of(spectral, previous.components, core)
             start = np.vstack([previous.components, spectral.start[K:]])
@@ -197,6 +195,17 @@ def update_store(plan: FitPlan, X: CooccurrenceStore | str | os.PathLike[str],
         topics.diagnostics["store"] = store_record(store)
         topics.diagnostics["vocabulary"] = None
     return topics
+
+
+def _spectral(plan: FitPlan, store: CooccurrenceStore, scratch: str, seconds: dict[str, float],
+              held: ExitStack, seeds: Seeding, *, refining: bool
+              ) -> tuple[Spectral, Array | None]:
+    """The spectral stages on the core vocabulary (:func:`~streamtopic.spectral.core_words`)
+    or, without one, on the whole stored Q; and the core (sorted word ids; None: whole)."""
+    core = core_words(plan, store, refining=refining, seeds=seeds)
+    if core is None:
+        return spectral_store(plan, store, scratch, seconds, held, seeds), None
+    return spectral_core(plan, store, core, seconds, seeds), core
 
 
 def _in_order_of(fit: Spectral, previous: Array, core: Array | None) -> Spectral:

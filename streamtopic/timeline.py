@@ -22,7 +22,7 @@ import numpy as np
 from ._io import written_aside
 from .corpus import recorded_corpus
 from .fitted import ModelError, Slice, check_is_fitted, store_record
-from .inference import chunk_counts, infer_topics, model_prior
+from .inference import chunk_counts, fitted_store, infer_topics, model_prior
 from .store import CooccurrenceStore
 
 __all__ = ["Slice", "timeline", "write_timeline"]
@@ -38,12 +38,8 @@ def timeline(model: Any) -> list[Slice]:
         The store is gone, or records no documents that can be read again.
     """
     check_is_fitted(model)
-    record = store_record(model)
-    path = record.get("path")
-    if not path or not CooccurrenceStore.is_store(path):
-        raise ModelError(f"the store the model was fitted on ({path}) is gone: a timeline "
-                         "reads its documents")
-    upto = int(record.get("version", 0))
+    path = fitted_store(model, "a timeline reads its documents")
+    upto = int(store_record(model).get("version", 0))
     vocab = tuple(model.vocab_)
     index = {w: i for i, w in enumerate(vocab)}
     alpha = model_prior(model)

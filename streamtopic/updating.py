@@ -33,7 +33,8 @@ import numpy.typing as npt
 from .cooccurrence import IngestReport, ingest
 from .corpus import recorded_corpus
 from .drift import TopicChange, topic_changes
-from .fitted import FittedTopics, ModelError, adopt, check_is_fitted, store_record
+from .fitted import FittedTopics, adopt, check_is_fitted, store_record
+from .inference import fitted_store
 from .model import AnchorTopicModel
 from .pipeline import update_store
 from .store import CooccurrenceStore
@@ -75,15 +76,6 @@ def old_counts(topics: FittedTopics, n_tokens: int) -> npt.NDArray[np.float64]:
                       dtype=np.float64)
 
 
-def _store_of(model: AnchorTopicModel) -> str:
-    """The path of the store ``model`` was fitted on, which an update ingests into."""
-    path = store_record(model).get("path")
-    if not path or not CooccurrenceStore.is_store(path):
-        raise ModelError(f"the store the model was fitted on ({path}) is gone: an update "
-                         "ingests into it; fit the new data anew")
-    return str(path)
-
-
 def update(
     model: AnchorTopicModel | str | os.PathLike[str],
     inputs: Sequence[str | os.PathLike[str]],
@@ -119,7 +111,7 @@ def update(
     t0 = time.perf_counter()
     previous = model if isinstance(model, AnchorTopicModel) else AnchorTopicModel.load(model)
     check_is_fitted(previous)
-    store = _store_of(previous)
+    store = fitted_store(previous, "an update ingests into it; fit the new data anew")
     record = store_record(previous)  # the version the model was fitted on, and its tokens
     fitted_on, n_old = int(record.get("version", 0)), int(record.get("n_tokens", 0))
     with CooccurrenceStore.open(store) as s:

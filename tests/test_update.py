@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 import streamtopic as st
-from streamtopic import pipeline, refinement
+from streamtopic import pipeline, refinement, synth
 from streamtopic.cli import main
 from streamtopic.drift import js_distances, match_topics, topic_changes
 from streamtopic.updating import update
@@ -15,6 +15,7 @@ from streamtopic.updating import update
 from ._corpora import write_docs
 
 K = 5
+PLANTED_V = 260  # words of the six planted topics (synth.default_vocab)
 
 
 @pytest.fixture
@@ -152,22 +153,14 @@ def test_a_killed_update_leaves_the_model_and_the_store_usable(fitted):
 
 
 def _six_planted() -> np.ndarray:
-    from ._corpora import TERMS
-
-    return np.random.default_rng(4242).dirichlet(np.full(len(TERMS), 0.05), size=6)
+    return np.random.default_rng(4242).dirichlet(np.full(PLANTED_V, 0.05), size=6)
 
 
 def _write_planted(path, n, alpha, seed, length=80) -> str:
     """Documents of the six planted topics, θ ~ Dirichlet(alpha) (a topic of alpha ~0 is
     absent)."""
-    from ._corpora import TERMS
-
-    rng, topics, terms = np.random.default_rng(seed), _six_planted(), np.array(TERMS)
-    with open(path, "w") as fh:
-        for _ in range(n):
-            z = rng.multinomial(length, rng.dirichlet(alpha))
-            counts = sum(rng.multinomial(z[k], topics[k]) for k in range(6))
-            fh.write(" ".join(np.repeat(terms, counts)) + "\n")
+    synth.write_corpus(path, _six_planted().T, n, format="text",
+                       alpha=np.asarray(alpha, dtype=np.float64), doc_length=length, seed=seed)
     return str(path)
 
 
@@ -175,8 +168,7 @@ def test_new_topics_finds_the_topic_that_emerged(tmp_path):
     """A planted topic absent from the fitted documents and present in the new ones: with
     ``new_topics=1`` the update keeps the five topics at their indices and anchors and
     finds the sixth at index 5 (within L1 0.2 of the truth; measured 0.09)."""
-    from ._corpora import TERMS
-
+    terms = synth.default_vocab(PLANTED_V)
     old = _write_planted(tmp_path / "old.txt", 2000, [0.3] * 5 + [1e-9], 1)
     new = _write_planted(tmp_path / "new.txt", 800, [0.3] * 5 + [0.6], 2)
     before = st.fit(old, K, store=tmp_path / "s.zarr", min_df=1, max_df=1.0, seed=0,
@@ -187,7 +179,7 @@ def test_new_topics_finds_the_topic_that_emerged(tmp_path):
     after = res.model
     assert after.components_.shape[0] == K + 1 and after.n_topics == K + 1
     assert after.anchor_words_[:K] == before.anchor_words_
-    planted = _six_planted()[:, [TERMS.index(w) for w in after.vocab_]]
+    planted = _six_planted()[:, [terms.index(w) for w in after.vocab_]]
     planted /= planted.sum(axis=1, keepdims=True)
     np.testing.assert_array_equal(match_topics(planted[:K], before.components_),
                                   match_topics(planted[:K], after.components_[:K]))
