@@ -64,18 +64,23 @@ from .corpus import (
 from .doccache import CachedDocuments, PartitionRecord, write_partition
 from .manifest import ManifestEntry
 from .store import (
+    DELTA_SHARE,
     DENSE,
     DOC_LENGTH,
     LOCK_FILE,
+    MAX_DELTAS,
     MIRRORED,
     MIRRORED_DENSE,
     SPARSE,
     CooccurrenceStore,
+    Deltas,
     StoreError,
+    block_nonzeros,
     open_for_blocks,
     padded_block_map,
     read_q_block,
     write_q_block,
+    write_q_delta,
 )
 from .termmap import global_ids, oov_terms, to_global
 from .vocabulary import TermStats, Tokenizer, Vocabulary, read_vocab_file, validate_pruning
@@ -839,19 +844,26 @@ def _sum_stats(*stats: _Stats) -> _Stats:
     return acc
 
 
+#: The kind :func:`_write_group` reports for a block it wrote as a delta
+AS_DELTA = 4
+
+
 def _write_group(
     piece: Any, stats: _Stats, root: str, old_versions: np.ndarray, old_nnz: np.ndarray,
     new_version: int, grid: _Grid, i: int, g: int, old_sparse: np.ndarray | None = None,
+    old_deltas: Sequence[Deltas] = (),
 ) -> list[tuple[int, int, int, int]]:
     """Add a group's summed piece to the head's blocks and write them into the new version;
     diagonal entries become the head's plus the round's exact Σ_d (h_i² − h_i) w_d. A block
     is stored sparse or dense by its density (:func:`~streamtopic.store.write_q_block`); its
     mirror image (j, i) is not written: it reads the block transposed (``MIRRORED`` or
-    ``MIRRORED_DENSE``).
+    ``MIRRORED_DENSE``). Where the round's part of a block is small beside the block
+    (:func:`_as_delta`), the part alone is written, as a delta of the block
+    (:func:`~streamtopic.store.write_q_delta`), and the head's block is not read.
 
     The only writer of these blocks (and so of their mirror images) in this round. Returns
-    (i, j, nnz, how it is stored: ``DENSE``, ``SPARSE``, ``MIRRORED`` or
-    ``MIRRORED_DENSE``) for each block.
+    (i, j, nnz, how it is stored: ``DENSE``, ``SPARSE``, ``MIRRORED``, ``MIRRORED_DENSE``
+    or ``AS_DELTA``) for each block.
     """
     piece = _finished(piece)
     if piece is None:
@@ -868,10 +880,18 @@ def _write_group(
         if not (part.any() if isinstance(part, np.ndarray) else part.nnz):
             continue
         cols = slice(b0, b1)
-        old = None if old_versions[k] <= 0 else read_q_block(
+        deltas = old_deltas[k] if len(old_deltas) else ()
+        if _as_delta(part, int(old_versions[k]), int(old_nnz[k]), deltas):
+            if j == i:  # the round's exact diagonal, which the read adds to the head's
+                part = _set_diagonal(part, stats.diag[r0:r1])
+            nnz = write_q_delta(root, new_version, rows, cols, part)
+            if nnz:
+                out.append((i, j, nnz, AS_DELTA))
+            continue
+        old = None if old_versions[k] <= 0 and not deltas else read_q_block(
             root, int(old_versions[k]), rows, cols, nnz=int(old_nnz[k]),
             sparse=int(old_sparse[k]) if old_sparse is not None else DENSE,
-            stored_form=True)
+            stored_form=True, deltas=deltas)
         exact = None if j != i else stats.diag[r0:r1] + (
             0.0 if old is None else np.asarray(old.diagonal()))
         block = part if old is None else _block_sum(old, part)
@@ -884,6 +904,19 @@ def _write_group(
     if isinstance(piece, np.ndarray):  # this task's own, written: lent to the next sum
         _DENSE_SUMS.give(piece)
     return out
+
+
+def _as_delta(part: Any, base: int, base_nnz: int, deltas: Deltas) -> bool:
+    """Whether a round writes its ``part`` of a block as a delta: the block has a base
+    (version ``base``, holding ``base_nnz`` recorded non-zeros) and fewer than
+    ``MAX_DELTAS`` deltas (``deltas``), and the part with those deltas holds at most
+    ``DELTA_SHARE`` of the base's non-zeros (:mod:`streamtopic.store`)."""
+    if base <= 0 or base_nnz <= 0 or len(deltas) >= MAX_DELTAS:
+        return False
+    budget = DELTA_SHARE * base_nnz - sum(n for _, n in deltas)
+    if budget <= 0:
+        return False
+    return block_nonzeros(part) <= budget
 
 
 def _column_blocks(piece: Any, c0: int, c: int, blocks: range, V: int) -> list[Any]:
@@ -1765,9 +1798,11 @@ def _commit_round(
 ) -> None:
     """Commit a counted round: its blocks (each writer's (i, j, nnz, sparse)), counts,
     manifest entries and the words it read outside the vocabulary."""
-    blocks = [b for lst in written_lists for b in lst]
+    blocks = [b for lst in written_lists for b in lst if b[3] != AS_DELTA]
+    deltas = {(i, j): n for lst in written_lists for (i, j, n, kind) in lst if kind == AS_DELTA}
     store.commit(
         txn,
+        deltas=deltas,
         written=[(i, j) for (i, j, _, _) in blocks],
         n_docs=stats.n_docs,
         n_tokens=stats.n_tokens,
@@ -1879,6 +1914,7 @@ def _count_band(
     head_bv = padded_block_map(store.block_versions, nb)
     head_sparse = padded_block_map(store.block_sparse, nb)
     head_nnz = store.block_nnz
+    head_deltas = store.block_deltas
     # not recorded: not checked
     head_nnz = (np.full((nb, nb), -1, np.int64) if head_nnz is None
                 else padded_block_map(head_nnz, nb))
@@ -1892,10 +1928,12 @@ def _count_band(
         old = np.array([head_bv[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
         old_nnz = np.array([head_nnz[i, j] for j in grid.blocks(i, g)], dtype=np.int64)
         old_sparse = np.array([head_sparse[i, j] for j in grid.blocks(i, g)], dtype=np.int8)
+        old_deltas = [head_deltas.get((i, j), ()) for j in grid.blocks(i, g)]
         with dask.base.annotate(**_home(homes, n)):
             writes.append(
                 delayed(_write_group, pure=True)(
-                    total, stats_d, store.path, old, old_nnz, version, grid, i, g, old_sparse
+                    total, stats_d, store.path, old, old_nnz, version, grid, i, g, old_sparse,
+                    old_deltas,
                 )
             )
     to_hash = [delayed(_source_hash, pure=False)(src) for src, h in sources if h is None]

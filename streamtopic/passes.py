@@ -27,7 +27,7 @@ import numpy as np
 import zarr
 
 from .cluster import annotations_by_key, n_workers, spread
-from .store import block_files, open_read_only, read_q_block
+from .store import Deltas, block_files, delta_files, open_read_only, read_q_block
 
 if TYPE_CHECKING:
     from .store import CooccurrenceStore
@@ -71,11 +71,11 @@ class QBlocks:
         self, V: int, chunk: int, *, root: str | None = None,
         versions: np.ndarray | None = None, scale: float = 1.0, path: str | None = None,
         array: np.ndarray | None = None, nnz: np.ndarray | None = None,
-        sparse: np.ndarray | None = None,
+        sparse: np.ndarray | None = None, deltas: dict[tuple[int, int], Deltas] | None = None,
     ) -> None:
         self.V, self.chunk = int(V), int(chunk)
         self.root, self.versions, self.scale = root, versions, float(scale)
-        self.nnz, self.sparse = nnz, sparse
+        self.nnz, self.sparse, self.deltas = nnz, sparse, deltas or {}
         self.path, self.array = path, array
         self._reader: Any = None  # the store whose version this reads (never pickled)
 
@@ -91,7 +91,7 @@ class QBlocks:
         reader's lease, alive in this process."""
         out = cls(store.V, store.chunk_size, root=store.path,
                   versions=np.asarray(store.block_versions), scale=1.0 / store.q_total,
-                  nnz=store.block_nnz, sparse=store.block_sparse)
+                  nnz=store.block_nnz, sparse=store.block_sparse, deltas=store.block_deltas)
         out._reader = store
         return out
 
@@ -143,6 +143,8 @@ class QBlocks:
                 if v > 0:
                     files += block_files(self.root, v, self.span(i), self.span(j), self.chunk,
                                          self._is_sparse(i, j))
+                files += delta_files(self.root, self.span(i), self.span(j),
+                                     self.deltas.get((i, j), ()))
         return sum(os.path.getsize(f) for f in files if os.path.exists(f))
 
     def _is_sparse(self, i: int, j: int) -> int:
@@ -158,7 +160,8 @@ class QBlocks:
         assert self.root is not None and self.versions is not None
         nnz = int(self.nnz[i, j]) if self.nnz is not None else -1
         out: np.ndarray = read_q_block(self.root, int(self.versions[i, j]), rows, cols,
-                                       self.scale, nnz, sparse=self._is_sparse(i, j))
+                                       self.scale, nnz, sparse=self._is_sparse(i, j),
+                                       deltas=self.deltas.get((i, j), ()))
         return out
 
 

@@ -37,7 +37,7 @@ from .drift import match_topics
 from .fitted import FittedTopics, ModelError
 from .hyperparameters import estimate_alpha, topic_cooccurrence_from_topics
 from .refinement import ALPHA, prior_alpha, refine_topics
-from .seeding import pinned_entries, settings_record
+from .seeding import NamedAnchors, pinned_entries, settings_record
 from .selection import selected_store
 from .spectral import (
     FitPlan,
@@ -190,11 +190,26 @@ def update_store(plan: FitPlan, X: CooccurrenceStore | str | os.PathLike[str],
                 prior = None if prior_counts is None else np.vstack(
                     [prior_counts, np.zeros((plan.n_topics - K, start.shape[1]))])
                 refined = _refine(plan, start, corpus, store, scratch, seconds, prior,
+                                  pinned=pinned_entries(_named_before(seeds, previous),
+                                                        *start.shape),
                                   alpha=prior_alpha(spectral.R, spectral.prevalence))
             topics = _topics(plan, store, spectral, refined, seconds)
+        topics.diagnostics["seeding"] = previous.diagnostics.get("seeding")
         topics.diagnostics["store"] = store_record(store)
         topics.diagnostics["vocabulary"] = None
     return topics
+
+
+def _named_before(seeds: Seeding, previous: FittedTopics) -> NamedAnchors | None:
+    """The named anchors of ``previous`` among the update's (which names every previous
+    anchor when topics are added): its first m named topics, as its seeding recorded."""
+    record = previous.diagnostics.get("seeding") or {}
+    m = len(record.get("named") or [])
+    if seeds.named is None or m == 0:
+        return None
+    named = seeds.named
+    keep = named.topic < m
+    return NamedAnchors(named.words[:m], named.ids[keep], named.topic[keep])
 
 
 def _spectral(plan: FitPlan, store: CooccurrenceStore, scratch: str, seconds: dict[str, float],

@@ -37,6 +37,7 @@ from .fitted import FittedTopics, adopt, check_is_fitted, store_record
 from .inference import fitted_store
 from .model import AnchorTopicModel
 from .pipeline import update_store
+from .seeding import anchor_groups
 from .store import CooccurrenceStore
 
 __all__ = ["UpdateResult", "old_counts", "update"]
@@ -125,9 +126,11 @@ def update(
         return UpdateResult(previous, report, before, after, seconds=seconds)
     t1 = time.perf_counter()
     params = {**previous.get_params(), "progress": progress}
-    if new_topics:
+    if new_topics:  # the named topics' words as named, the found ones' anchors
+        named = ([] if previous.anchor_words is None
+                 else [list(g) for g in anchor_groups(previous.anchor_words)])
         params.update(n_topics=previous.n_topics + int(new_topics),
-                      anchor_words=[[w] for w in previous.anchor_words_])
+                      anchor_words=named + [[w] for w in previous.anchor_words_[len(named):]])
     plan = AnchorTopicModel(**params).fit_plan()
     with CooccurrenceStore.open(store) as s:  # the documents the model has not seen
         corpus = recorded_corpus(s, after=fitted_on)

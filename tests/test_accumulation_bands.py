@@ -178,13 +178,13 @@ def test_dense_blocks_encode_as_through_scipy(shape, cols):
     """A dense block (a view of some columns of a sum too; 32-bit column indices past 65,536
     columns) becomes the bytes scipy's CSR gives, signed zeros dropped as zeros; a count of
     non-zeros that is wrong is refused, never written past."""
-    from streamtopic.store import _block_nnz, _dense_sparse_bytes, _sparse_bytes
+    from streamtopic.store import _dense_sparse_bytes, _sparse_bytes, block_nonzeros
 
     rng = np.random.default_rng(1)
     dense = np.where(rng.random(shape) < 0.15, rng.random(shape) - 0.5, 0.0)
     dense[0, -1] = -0.0
     block = dense[:, cols]
-    nnz = _block_nnz(block)
+    nnz = block_nonzeros(block)
     assert nnz == np.count_nonzero(block)
     assert np.array_equal(_dense_sparse_bytes(block, nnz), _sparse_bytes(sp.csr_matrix(block)))
     if nnz:

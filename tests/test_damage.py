@@ -20,6 +20,7 @@ from click.testing import CliRunner
 import streamtopic as st
 from streamtopic import CooccurrenceStore
 from streamtopic.cli import main
+from streamtopic.store import FORMAT_VERSION
 
 from ._corpora import write_docs
 from ._legacy import downgrade_to_format4
@@ -343,7 +344,7 @@ def test_an_edited_chunk_size_is_refused(store, tmp_path):
 
 def test_a_store_of_format_4_reads_and_upgrades(store, pristine, tmp_path):
     """Stores written before digests read as before (the checks of shape and of recorded
-    non-zeros still apply); the next ingest writes format 5, its manifest appended."""
+    non-zeros still apply); the next ingest writes the current format, its manifest appended."""
     with CooccurrenceStore.open(store) as s:
         q, sources, vocab = s.read_dense(), s.sources, s.vocab
     downgrade_to_format4(store)
@@ -357,5 +358,5 @@ def test_a_store_of_format_4_reads_and_upgrades(store, pristine, tmp_path):
         assert [e["path"] for e in s.sources] == [e["path"] for e in sources] + [
             str(tmp_path / "c.txt")]
         assert json.loads((store / "zarr.json").read_text())["attributes"]["streamtopic"][
-            "format_version"] == 5
+            "format_version"] == FORMAT_VERSION
     assert (store / "manifest.jsonl").read_text().count("\n") == 2

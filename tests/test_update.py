@@ -107,6 +107,28 @@ def test_an_update_without_its_store_is_one_clear_error(fitted):
     assert "Traceback" not in r.output
 
 
+def test_an_update_keeps_named_topics_and_their_words(fitted):
+    """A seeded model (a tandem anchor of two words names topic 0) updated, with a topic
+    added: topic 0 is still named by both words, its anchor is the same, and the named
+    words stay out of every other topic (held at 0 through the update's EM)."""
+    base = st.AnchorTopicModel.load(fitted / "m.zarr")
+    group = base.top_words(2)[2]
+    seeded = st.AnchorTopicModel(K, seed=0, core_size=200, anchor_words=[group]).fit(
+        fitted / "s.zarr")
+    seeded.save(fitted / "seeded.zarr")
+    ids = [seeded.vocab_.index(w) for w in group]
+    assert (seeded.components_[1:, ids] == 0).all()
+    new = write_docs(fitted / "new.txt", 200, seed=7)
+    res = update(fitted / "seeded.zarr", [new], output=fitted / "u.zarr", new_topics=1,
+                 progress=False)
+    m = res.model
+    assert m.n_topics == K + 1 and m.get_params()["anchor_words"] == [group]
+    assert m.anchor_words_[0] == seeded.anchor_words_[0]
+    assert m.diagnostics_["seeding"]["named"] == [group]
+    assert (m.components_[1:, ids] == 0).all()  # without the pins: small, not zero
+    assert set(group) <= set(m.top_words(10)[0])
+
+
 @pytest.mark.slow  # 20 updates killed at random points (a few seconds each)
 def test_a_killed_update_leaves_the_model_and_the_store_usable(fitted):
     """kill -9 of ``streamtopic update`` at 20 random points: the previous model loads as it
