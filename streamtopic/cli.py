@@ -594,9 +594,9 @@ def update(model_path: str, inputs: tuple[str, ...], output: str | None, fmt: st
               help="JSON Lines text field of INPUTS.")
 @click.option("--words", "words_topic", type=click.IntRange(min=0), default=None,
               metavar="TOPIC",
-              help="Instead of the prevalence: the top words of TOPIC in each store "
-                   "version, its anchor fixed and the recovery run on the version's part of "
-                   "Q.")
+              help="Instead of the prevalence: the top words of TOPIC in each slice (store "
+                   "version, or span of time with --time-field), its anchor fixed and the "
+                   "recovery run on the slice's part of Q.")
 @click.option("--all-topics", is_flag=True,
               help="With --words: every topic's top words (the TOPIC given is ignored).")
 @click.option("--top-words", type=click.IntRange(min=1), default=10, show_default=True,
@@ -614,7 +614,7 @@ def timeline(model_path: str, inputs: tuple[str, ...], output: str | None,
     topic proportions are inferred and weighted by its length: a topic's prevalence in a
     slice is the share of the slice's tokens it explains.
 
-    With --words, the top words of a topic in each store version instead.
+    With --words, the top words of a topic in each slice instead.
     """
     from .model import AnchorTopicModel
     from .timeline import output_format, write_timeline
@@ -630,7 +630,9 @@ def timeline(model_path: str, inputs: tuple[str, ...], output: str | None,
         raise click.UsageError("--by and --slices slice by time: give --time-field")
     model = AnchorTopicModel.load(model_path)
     if words_topic is not None or all_topics:
-        _timeline_words(model, output, time_field, words_topic, all_topics, top_words)
+        _timeline_words(model, output, words_topic, all_topics, top_words,
+                        inputs=list(inputs) or None, time_field=time_field, by=by,
+                        n_slices=n_slices, format=fmt, text_field=text_field)
         return
     slices = slices_of(model, list(inputs) or None, time_field=time_field, by=by,
                        n_slices=n_slices, format=fmt, text_field=text_field)
@@ -648,30 +650,28 @@ def timeline(model_path: str, inputs: tuple[str, ...], output: str | None,
               + " ".join(f"{x:6.3f}" for x in s.prevalence))
 
 
-def _timeline_words(model: Any, output: str | None, time_field: str | None,
-                    topic: int | None, all_topics: bool, top_words: int) -> None:
-    """``timeline --words``: the top words of a topic (or of all) per store version."""
+def _timeline_words(model: Any, output: str | None, topic: int | None, all_topics: bool,
+                    top_words: int, **slicing: Any) -> None:
+    """``timeline --words``: the top words of a topic (or of all) per slice."""
     from .timeline import slice_topics, write_words
 
-    if time_field is not None:
-        raise click.UsageError("--words recovers each topic's words from a store version's "
-                               "part of Q: it slices by version, not --time-field")
     K = int(model.n_topics)
     if topic is not None and not all_topics and topic >= K:
         raise click.BadParameter(f"{topic}: the model has topics 0 to {K - 1}",
                                  param_hint="--words")
     topics = list(range(K)) if all_topics else [int(topic or 0)]
-    words = [s.top(model.vocab_, top_words) for s in slice_topics(model)]
+    words = [s.top(model.vocab_, top_words) for s in slice_topics(model, **slicing)]
     if output is not None:
         write_words(words, output, topics)
         _echo(f"{output}: top {top_words} words of {len(topics)} topic(s) in "
-              f"{len(words)} versions")
+              f"{len(words)} slices")
         return
+    width = max((len(s.label) for s in words), default=0)
     for k in topics:
         _echo(f"topic {k} (anchor {model.anchor_words_[k]})")
         for s in words:
             shown = " ".join(w for w in s.words[k] if w) or "(its anchor word is absent)"
-            _echo(f"  version {s.version:3d}  prevalence {s.prevalence[k]:.3f}  {shown}")
+            _echo(f"  {s.label:>{width}}  prevalence {s.prevalence[k]:.3f}  {shown}")
 
 
 @dataclass(frozen=True)
@@ -1059,7 +1059,7 @@ def infer(model_path: str, inputs: tuple[str, ...], output: str, output_format: 
 @click.option("--timeline", "with_timeline", is_flag=True,
               help="Also draw each topic's prevalence per store version (or per span of "
                    "time, with --time-field), and a table of a chosen topic's top words per "
-                   "store version (see streamtopic timeline).")
+                   "slice (see streamtopic timeline).")
 @click.option("--time-field", default=None, metavar="FIELD",
               help="With --timeline: slice the prevalence by the time in FIELD of the inputs "
                    "the model's store records (see streamtopic timeline --time-field).")
@@ -1087,7 +1087,8 @@ def report_cmd(model_path: str, output: str, top_words: int, pyldavis: str | Non
         from .timeline import slice_topics, timeline
 
         slices = timeline(model, time_field=time_field, by=by, n_slices=n_slices)
-        words = [s.top(model.vocab_, top_words) for s in slice_topics(model)]
+        words = [s.top(model.vocab_, top_words) for s in slice_topics(
+            model, time_field=time_field, slices=slices if time_field is not None else None)]
     path = write_report(model, output, top_words=top_words, model_path=model_path,
                         timeline=slices, timeline_words=words)
     _echo(f"{path}: report of {model.n_topics} topics")

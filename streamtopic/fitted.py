@@ -163,12 +163,14 @@ class Slice:
 
 @dataclass(frozen=True)
 class SliceWords:
-    """Each topic's top words within one slice (a store version), its anchors fixed and the
-    recovery run on the slice's part of Q (:func:`streamtopic.timeline.slice_topics`).
+    """Each topic's top words within one slice (a store version or a span of time), its
+    anchors fixed and the recovery run on the slice's part of Q
+    (:func:`streamtopic.timeline.slice_topics`).
 
     Attributes
     ----------
     version : int
+        The store version (0 for a span of time).
     label : str
     prevalence : ndarray of shape (K,)
         Each topic's share of the slice's part of Q (0: its anchor word is absent there).

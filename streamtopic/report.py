@@ -573,8 +573,9 @@ def _timeline_figure(model: FittedModel, slices: Sequence[Slice], width: int) ->
 
 
 def _words_panel(model: FittedModel, words: Sequence[SliceWords], width: int) -> Any:
-    """The top words of a chosen topic in each slice: a topic chooser (a Bokeh ``Select``)
-    over a table of the slices (name, the topic's prevalence there, its top words)."""
+    """The top words of a chosen topic in each slice (store versions or spans of time): a
+    topic chooser (a Bokeh ``Select``) over a table of the slices (name, the topic's
+    prevalence there, its top words)."""
     K = int(model.n_topics)
     labels = _labels(model)
     every: dict[str, list[Any]] = {"slice": [w.label for w in words]}
@@ -603,10 +604,12 @@ def _words_panel(model: FittedModel, words: Sequence[SliceWords], width: int) ->
                       words: every.data["words_" + k]}
         table.view.change.emit()  // the rows are as many as before: redraw them
     """))
-    head = Div(text=_CSS + "<h2 class='st'>Top words of a topic per store version</h2>"
-               "<p style='font:13px system-ui,sans-serif;margin:0'>Each version's part of Q "
-               "(the documents its ingest added), the model's anchors fixed.</p>",
-               width=width)
+    dated = bool(words) and words[0].version == 0
+    what = ("slice of time", "Each slice's part of Q (the sum over its documents)") if dated \
+        else ("store version", "Each version's part of Q (the documents its ingest added)")
+    head = Div(text=_CSS + f"<h2 class='st'>Top words of a topic per {what[0]}</h2>"
+               f"<p style='font:13px system-ui,sans-serif;margin:0'>{what[1]}, the model's "
+               "anchors fixed.</p>", width=width)
     return column(head, choose, table)
 
 
@@ -737,8 +740,8 @@ def report_layout(model: FittedModel, *, top_words: int = 10,
     timeline : sequence of Slice, optional
         Each topic's prevalence per slice (:func:`streamtopic.timeline.timeline`).
     timeline_words : sequence of SliceWords, optional
-        Each topic's top words per store version
-        (:func:`streamtopic.timeline.slice_topics`), shown for a chosen topic.
+        Each topic's top words per slice (:func:`streamtopic.timeline.slice_topics`), shown
+        for a chosen topic.
 
     Returns
     -------
@@ -796,8 +799,7 @@ def write_report(model: FittedModel, path: str | os.PathLike[str], *,
         Each topic's prevalence per slice (:func:`streamtopic.timeline.timeline`), drawn
         under the prevalence.
     timeline_words : sequence of SliceWords, optional
-        Each topic's top words per store version, shown under it for a topic chosen on
-        the page.
+        Each topic's top words per slice, shown under it for a topic chosen on the page.
 
     Returns
     -------

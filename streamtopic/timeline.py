@@ -15,23 +15,25 @@ model's α as prior) and weighted by the documents' lengths: topic k's prevalenc
 is the share of the slice's tokens it explains, Σ_d n_d θ_dk / Σ_d n_d, the same measure as
 the model's ``topic_prevalence_`` over the whole corpus.
 
-**Words** (:func:`slice_topics`, store versions): each topic's word distribution within a
-version, with the model's anchor words fixed and the recovery run on that version's part of
-Q. Q is a sum over documents, Σ_d Q_d, so a version's part of it (the difference between Q
-after and before that ingest) is exactly the sum over the documents it added; the store keeps
-those documents (its token cache) but only the head's Q, so the part is summed again from
-them, and only what the recovery needs of it: the anchors' rows Q_S (K×V), the row sums p
-(V,) and the products Q Q̄_Sᵀ (V×K), in two passes over the version's documents. Each word's
-p(z | w) is then the simplex-constrained least-squares fit of its row on the anchors' rows
+**Words** (:func:`slice_topics`): each topic's word distribution within a slice, with the
+model's anchor words fixed and the recovery run on that slice's part of Q. Q is a sum over
+documents, Σ_d Q_d, so a version's part of it (the difference between Q after and before that
+ingest) is exactly the sum over the documents it added, and a span of time's the sum over its
+documents; the store keeps a version's documents (its token cache) but only the head's Q, so
+the part is summed again from the documents, and only what the recovery needs of it: the
+anchors' rows Q_S (K×V), the row sums p (V,) and the products Q Q̄_Sᵀ (V×K), in two passes
+over the slice's documents. Each word's p(z | w) is then the simplex-constrained
+least-squares fit of its row on the anchors' rows
 (:func:`~streamtopic.recovery.solve_active_set`, exact), and topic k's word distribution in
-the version is p(w | z = k) ∝ p(z = k | w) p(w). A topic whose anchor word does not occur in a
-version has no words there (prevalence 0). The version's Q is not rectified.
+the slice is p(w | z = k) ∝ p(z = k | w) p(w). A topic whose anchor word does not occur in a
+slice has no words there (prevalence 0). The slice's Q is not rectified.
 
 Cost: one pass over the slices' documents for the prevalence (for versions: the token cache,
 no text is tokenised again; for a time field: the inputs, tokenised as the model's store
 tokenised them), two more per version for the words; all in this process, a chunk of
 documents at a time: memory of one chunk's counts and θ, plus per slice K floats (by time:
-per day of the corpus until the slices are formed), plus K×V for a version's words.
+per day of the corpus until the slices are formed), plus 16·K·V bytes per slice for the
+words (time slices: as many at a time as :data:`WORDS_BYTES` holds, two passes each).
 """
 
 from __future__ import annotations
@@ -54,8 +56,8 @@ from .inference import chunk_counts, fitted_store, infer_topics, model_prior, mo
 from .recovery import solve_active_set
 from .store import CooccurrenceStore
 
-__all__ = ["BY", "Slice", "SliceTopics", "SliceWords", "TimelineError", "slice_topics",
-           "timeline", "write_timeline", "write_words"]
+__all__ = ["BY", "Slice", "SliceTopics", "SliceWords", "TimelineError", "auto_unit",
+           "output_format", "slice_topics", "timeline", "write_timeline", "write_words"]
 
 #: Calendar units with fewer distinct values than this are too coarse for ``by='auto'``.
 AUTO_MIN_SLICES = 5
@@ -262,52 +264,75 @@ def _time_slices(days: np.ndarray, docs: np.ndarray, tokens: np.ndarray, weighte
     return out
 
 
-# ----------------------------------------------------------------------------- words per version
+# ----------------------------------------------------------------------------- words per slice
+
+#: Bytes of per-slice sums the words of time slices hold at once (Q̄_S and Q Q̄_Sᵀ: 16·K·V
+#: bytes a slice); more slices are summed in further pairs of passes.
+WORDS_BYTES = 512 * 2**20
 
 
 @dataclass(frozen=True)
 class SliceTopics:
-    """Each topic's word distribution within one store version (:func:`slice_topics`).
+    """Each topic's word distribution within one slice (:func:`slice_topics`).
 
     Attributes
     ----------
     version : int
+        The store version (0 for a span of time).
+    label : str
+        The slice's name ("version 3", "1861", ...).
     n_docs : int
-        The version's documents that add to Q (at least 2 tokens in the model's words).
+        The slice's documents that add to Q (at least 2 tokens in the model's words).
     prevalence : ndarray of shape (K,)
-        Each topic's share of the version's part of Q (its recovered p(z); 0 for a topic
-        whose anchor word does not occur in the version).
+        Each topic's share of the slice's part of Q (its recovered p(z); 0 for a topic
+        whose anchor word does not occur in the slice).
     components : ndarray of shape (K, V)
-        p(w | z) within the version, rows summing to 1 (all 0 for a topic of prevalence 0).
+        p(w | z) within the slice, rows summing to 1 (all 0 for a topic of prevalence 0).
     """
 
     version: int
+    label: str
     n_docs: int
     prevalence: npt.NDArray[np.float64]
     components: npt.NDArray[np.float64]
 
     def top(self, vocab: Sequence[str], n: int = 10) -> SliceWords:
-        """The ``n`` most probable words of each topic in this version."""
+        """The ``n`` most probable words of each topic in this slice."""
         ids = np.argsort(-self.components, axis=1, kind="stable")[:, :n]
         probs = np.take_along_axis(self.components, ids, axis=1)
         words = [[vocab[int(i)] if p > 0 else "" for i, p in zip(row, prow, strict=True)]
                  for row, prow in zip(ids, probs, strict=True)]
-        return SliceWords(self.version, f"version {self.version}", self.prevalence, words,
-                          probs)
+        return SliceWords(self.version, self.label, self.prevalence, words, probs)
 
 
-def slice_topics(model: Any, versions: Sequence[int] | None = None) -> Iterator[SliceTopics]:
-    """Each topic's word distribution per version of the model's store, with the model's
-    anchors fixed and the recovery run on the version's part of Q (see the module
-    docstring); one version at a time, in order.
+def slice_topics(
+    model: Any,
+    versions: Sequence[int] | None = None,
+    *,
+    time_field: str | None = None,
+    slices: Sequence[Slice] | None = None,
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    by: str = "auto",
+    n_slices: int | None = None,
+    format: str = "auto",
+    text_field: str = "text",
+) -> Iterator[SliceTopics]:
+    """Each topic's word distribution per slice, with the model's anchors fixed and the
+    recovery run on the slice's part of Q (see the module docstring); in order.
 
     Parameters
     ----------
     model : AnchorTopicModel
-        A fitted model whose store is still there.
+        A fitted model (its store still there, for versions).
     versions : sequence of int, optional
-        The versions (default: every version up to the one the model was fitted on that
-        added documents).
+        Without ``time_field``: the store versions (default: every version up to the one the
+        model was fitted on that added documents).
+    time_field : str, optional
+        Slice by time instead (as :func:`timeline`): the documents of ``inputs`` (default:
+        the store's recorded inputs), in ``slices`` (the time slices :func:`timeline` gave
+        for the same documents and settings; default: made by it here, one more pass).
+    by, n_slices, format, text_field :
+        As for :func:`timeline`.
 
     Raises
     ------
@@ -315,42 +340,72 @@ def slice_topics(model: Any, versions: Sequence[int] | None = None) -> Iterator[
         The store is gone.
     """
     check_is_fitted(model)
+    vocab = tuple(model.vocab_)
+    anchors = np.asarray(model.anchors_, dtype=np.int64)
+    if time_field is not None:
+        if slices is None:
+            slices = timeline(model, inputs, time_field=time_field, by=by, n_slices=n_slices,
+                              format=format, text_field=text_field)
+        corpus = _dated_corpus(model, inputs, time_field, format, text_field)
+        yield from _time_slice_topics(corpus, vocab, anchors, slices)
+        return
     path = fitted_store(model, "a timeline reads its documents")
     upto = int(store_record(model).get("version", 0))
     wanted = range(1, upto + 1) if versions is None else [int(v) for v in versions]
-    vocab = tuple(model.vocab_)
-    anchors = np.asarray(model.anchors_, dtype=np.int64)
     with CooccurrenceStore.open(path) as store:
         by_input = store.doc_length == "input"
         for v in wanted:
             if not 1 <= v <= store.version:
                 raise TimelineError(f"{path}: has no version {v} (versions 1 to "
                                     f"{store.version})")
-            corpus = recorded_corpus(store, after=v - 1, upto=v)
-            if corpus is None:
+            recorded = recorded_corpus(store, after=v - 1, upto=v)
+            if recorded is None:
                 continue
-            part = _version_part(corpus.onto(vocab), vocab, anchors, by_input)
-            if part is not None:
-                yield _recover(v, part, anchors)
+            mine = recorded.onto(vocab)
+            sums = _QSums(1, len(vocab), anchors)
+            for H, w, _ in _weighted_chunks(mine, vocab, by_input):
+                sums.add_anchor_rows(H, w, np.zeros(H.shape[0], dtype=np.int64))
+            if sums.n_docs[0]:
+                sums.normalise()
+                for H, w, _ in _weighted_chunks(mine, vocab, by_input):
+                    sums.add_products(H, w, np.zeros(H.shape[0], dtype=np.int64))
+                yield sums.recover(0, v, f"version {v}")
 
 
-@dataclass(frozen=True)
-class _QPart:
-    """What the recovery needs of a version's part of Q: the anchors' rows Q̄_S (K×V, each
-    divided by its sum; 0 for an anchor absent from the version), the row sums p (V,), the
-    products Q Q̄_Sᵀ (V×K), and the documents summed."""
+def _time_slice_topics(corpus: Corpus, vocab: tuple[str, ...], anchors: np.ndarray,
+                       slices: Sequence[Slice]) -> Iterator[SliceTopics]:
+    """:func:`slice_topics` of time slices: as many slices at a time as
+    :data:`WORDS_BYTES` holds, two passes over the dated documents for each such batch
+    (a document's slice: the last whose first day is not after its day)."""
+    starts = np.array([s.start for s in slices], dtype="datetime64[D]").astype(np.int64)
+    V, K = len(vocab), anchors.size
+    per_batch = max(1, WORDS_BYTES // (16 * K * V + 1))
+    for b0 in range(0, len(slices), per_batch):
+        b1 = min(len(slices), b0 + per_batch)
+        sums = _QSums(b1 - b0, V, anchors)
 
-    QS: np.ndarray
-    p: np.ndarray
-    QQ: np.ndarray
-    n_docs: int
+        def groups(times: np.ndarray | None, b0: int = b0, b1: int = b1) -> np.ndarray:
+            if times is None:
+                raise TimelineError("the documents carry no time")
+            day = np.floor_divide(np.asarray(times, dtype=np.int64), _DAY)
+            g = np.searchsorted(starts, day, side="right") - 1
+            return np.where((g >= b0) & (g < b1), g - b0, -1)
+
+        for H, w, times in _weighted_chunks(corpus, vocab, True, dated=True):
+            sums.add_anchor_rows(H, w, groups(times))
+        sums.normalise()
+        for H, w, times in _weighted_chunks(corpus, vocab, True, dated=True):
+            sums.add_products(H, w, groups(times))
+        for g in range(b1 - b0):
+            if sums.n_docs[g]:
+                yield sums.recover(g, 0, slices[b0 + g].label)
 
 
-def _weighted_chunks(corpus: Corpus, vocab: tuple[str, ...], by_input: bool
-                     ) -> Iterator[tuple[sp.csr_matrix, np.ndarray]]:
-    """The corpus' documents that add to Q: counts H (n×V) and weights w_d = 1/(n_d(n_d−1))
+def _weighted_chunks(corpus: Corpus, vocab: tuple[str, ...], by_input: bool, *,
+                     dated: bool = False) -> Iterator[tuple[sp.csr_matrix, np.ndarray, Any]]:
+    """The corpus' documents that add to Q: counts H (n×V), weights w_d = 1/(n_d(n_d−1))
     (n,), n_d as the store defines it (``by_input``: input length, else tokens in its
-    words: here the model's)."""
+    words: here the model's), and with ``dated`` their times (n,) (else None)."""
     index = {w: i for i, w in enumerate(vocab)}
     for chunk in corpus.iter_chunks():
         H = sp.csr_matrix(chunk_counts(chunk, vocab, index)[0], dtype=np.float64)
@@ -358,58 +413,86 @@ def _weighted_chunks(corpus: Corpus, vocab: tuple[str, ...], by_input: bool
         n = chunk.input_lengths.astype(np.float64) if by_input else kept
         use = (n >= 2) & (kept >= 2)
         if use.any():
-            yield H[use], 1.0 / (n[use] * (n[use] - 1.0))
+            times = None
+            if dated and chunk.times is not None:
+                times = np.asarray(chunk.times)[use]
+            yield H[use], 1.0 / (n[use] * (n[use] - 1.0)), times
 
 
-def _version_part(corpus: Corpus, vocab: tuple[str, ...], anchors: np.ndarray,
-                  by_input: bool) -> _QPart | None:
-    """Two passes over a version's documents (Q_d = w_d (h_d h_dᵀ − diag h_d)): Q_S and p,
-    then Q Q̄_Sᵀ; None when no document adds to Q."""
-    V, K = len(vocab), anchors.size
-    QS, p, Hw = np.zeros((K, V)), np.zeros(V), np.zeros(V)
-    n_docs = 0
-    for H, w in _weighted_chunks(corpus, vocab, by_input):
-        WH = sp.diags(w) @ H
-        QS += (H[:, anchors].T @ WH).toarray()
-        Hw += np.asarray(WH.sum(axis=0)).ravel()
-        m = np.asarray(H.sum(axis=1)).ravel()
-        p += np.asarray((sp.diags(m - 1.0) @ WH).sum(axis=0)).ravel()
-        n_docs += H.shape[0]
-    if n_docs == 0:
-        return None
-    QS[np.arange(K), anchors] -= Hw[anchors]  # the diagonal: h_i² − h_i, not h_i²
-    pS = p[anchors]
-    QbarS = np.divide(QS, pS[:, None], out=np.zeros_like(QS), where=pS[:, None] > 0)
-    QQ = np.zeros((V, K))
-    for H, w in _weighted_chunks(corpus, vocab, by_input):
-        QQ += np.asarray(H.T @ (w[:, None] * (H @ QbarS.T)))
-    QQ -= Hw[:, None] * QbarS.T
-    return _QPart(QbarS, p, QQ, n_docs)
+class _QSums:
+    """What the recovery needs of G slices' parts of Q (Q_d = w_d (h_d h_dᵀ − diag h_d)),
+    summed over their documents in two passes: first the anchors' rows Q_S (G×K×V), the
+    row sums p (G×V) and Σ_d w_d h_d (G×V), then, with Q̄_S (:meth:`normalise`), the
+    products Q Q̄_Sᵀ (G×V×K)."""
 
+    def __init__(self, n_groups: int, V: int, anchors: np.ndarray) -> None:
+        K = anchors.size
+        self.anchors = anchors
+        self.QS = np.zeros((n_groups, K, V))
+        self.p = np.zeros((n_groups, V))
+        self.Hw = np.zeros((n_groups, V))
+        self.QQ = np.zeros((n_groups, V, K))
+        self.n_docs = np.zeros(n_groups, dtype=np.int64)
 
-def _recover(version: int, part: _QPart, anchors: np.ndarray) -> SliceTopics:
-    """Each word's p(z | w) on the anchors present in the version (simplex least squares
-    in kernel form), then p(w | z) and p(z) of the version."""
-    K, V = part.QS.shape
-    present = part.p[anchors] > 0
-    rows = part.p > 0
-    C = np.zeros((V, K))
-    if present.any() and rows.any():
-        QbarS = part.QS[present]
-        G = QbarS @ QbarS.T
-        B = part.QQ[rows][:, present] / part.p[rows, None]
-        diag = np.diag(G)
-        # ‖q̄_i‖² only scales the stopping test; its Cauchy–Schwarz lower bound max_k
-        # b_ik² / G_kk makes the test stricter, never looser (the solver is exact anyway)
-        norms = np.max(np.divide(B ** 2, diag, out=np.zeros_like(B), where=diag > 0),
-                       axis=1)
-        fit = solve_active_set(G, B, np.where(norms > 0, norms, 1e-300)).C
-        C[np.ix_(rows, present)] = fit
-    joint = C * (part.p / part.p.sum())[:, None]  # p(w, z): V×K
-    mass = joint.sum(axis=0)
-    components = np.divide(joint.T, mass[:, None], out=np.zeros((K, V)),
-                           where=mass[:, None] > 0)
-    return SliceTopics(version, part.n_docs, mass / max(float(mass.sum()), 1e-300), components)
+    @staticmethod
+    def _split(H: sp.csr_matrix, w: np.ndarray, group: np.ndarray
+               ) -> Iterator[tuple[int, sp.csr_matrix, np.ndarray]]:
+        for g in np.unique(group[group >= 0]).tolist():
+            rows = np.flatnonzero(group == g)
+            yield g, H[rows], w[rows]
+
+    def add_anchor_rows(self, H: sp.csr_matrix, w: np.ndarray, group: np.ndarray) -> None:
+        """First pass: documents H (n×V), weights w (n,), each in slice ``group`` (n,;
+        −1: none of these)."""
+        for g, Hg, wg in self._split(H, w, group):
+            WH = sp.diags(wg) @ Hg
+            self.QS[g] += (Hg[:, self.anchors].T @ WH).toarray()
+            self.Hw[g] += np.asarray(WH.sum(axis=0)).ravel()
+            m = np.asarray(Hg.sum(axis=1)).ravel()
+            self.p[g] += np.asarray((sp.diags(m - 1.0) @ WH).sum(axis=0)).ravel()
+            self.n_docs[g] += Hg.shape[0]
+
+    def normalise(self) -> None:
+        """Between the passes: the diagonal (h_i² − h_i, not h_i²) and Q̄_S = Q_S / p_S."""
+        K = self.anchors.size
+        for g in range(self.QS.shape[0]):
+            self.QS[g, np.arange(K), self.anchors] -= self.Hw[g, self.anchors]
+            pS = self.p[g, self.anchors][:, None]
+            self.QS[g] = np.divide(self.QS[g], pS, out=np.zeros_like(self.QS[g]),
+                                   where=pS > 0)
+
+    def add_products(self, H: sp.csr_matrix, w: np.ndarray, group: np.ndarray) -> None:
+        """Second pass: Q Q̄_Sᵀ = Σ_d w_d (h_d (h_d · Q̄_S) − h_d ∘ Q̄_S) (the diagonal's part
+        is subtracted in :meth:`recover`)."""
+        for g, Hg, wg in self._split(H, w, group):
+            self.QQ[g] += np.asarray(Hg.T @ (wg[:, None] * (Hg @ self.QS[g].T)))
+
+    def recover(self, g: int, version: int, label: str) -> SliceTopics:
+        """Slice g's p(z | w) for every word on the anchors present in it (simplex least
+        squares in kernel form, exact), then its p(w | z) and p(z)."""
+        QbarS, p = self.QS[g], self.p[g]
+        QQ = self.QQ[g] - self.Hw[g][:, None] * QbarS.T
+        K, V = QbarS.shape
+        present = p[self.anchors] > 0
+        rows = p > 0
+        C = np.zeros((V, K))
+        if present.any() and rows.any():
+            QS = QbarS[present]
+            G = QS @ QS.T
+            B = QQ[rows][:, present] / p[rows, None]
+            diag = np.diag(G)
+            # ‖q̄_i‖² only scales the stopping test; its Cauchy–Schwarz lower bound
+            # max_k b_ik² / G_kk makes the test stricter, never looser (the solver is exact)
+            norms = np.max(np.divide(B ** 2, diag, out=np.zeros_like(B), where=diag > 0),
+                           axis=1)
+            C[np.ix_(rows, present)] = solve_active_set(
+                G, B, np.where(norms > 0, norms, 1e-300)).C
+        joint = C * (p / p.sum())[:, None]  # p(w, z): V×K
+        mass = joint.sum(axis=0)
+        components = np.divide(joint.T, mass[:, None], out=np.zeros((K, V)),
+                               where=mass[:, None] > 0)
+        return SliceTopics(version, label, int(self.n_docs[g]),
+                           mass / max(float(mass.sum()), 1e-300), components)
 
 
 # ----------------------------------------------------------------------------- output
@@ -465,9 +548,12 @@ def write_timeline(slices: list[Slice], path: str | os.PathLike[str]) -> None:
 
 def write_words(words: Sequence[SliceWords], path: str | os.PathLike[str],
                 topics: Sequence[int]) -> None:
-    """Top words per version as CSV or Parquet: one row per (version, topic, rank) with the
-    topic's prevalence in the version, the word and its p(w | z) there."""
-    rows = [[s.version, k, float(s.prevalence[k]), r + 1, s.words[k][r],
+    """Top words per slice as CSV or Parquet: one row per (slice, topic, rank) with the
+    topic's prevalence in the slice, the word and its p(w | z) there. The slice is named by
+    its ``version`` (store versions) or its ``slice`` label (spans of time)."""
+    dated = bool(words) and words[0].version == 0
+    rows = [[s.label if dated else s.version, k, float(s.prevalence[k]), r + 1, s.words[k][r],
              float(s.probabilities[k, r])]
             for s in words for k in topics for r in range(len(s.words[k])) if s.words[k][r]]
-    _write_table(path, ["version", "topic", "prevalence", "rank", "word", "p"], rows)
+    _write_table(path, ["slice" if dated else "version", "topic", "prevalence", "rank", "word",
+                        "p"], rows)

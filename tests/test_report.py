@@ -268,51 +268,92 @@ def _sources_with(page, column: str) -> list[dict[str, Any]]:
                          column)
 
 
+def _choose_topic(page, k: int) -> list[str]:
+    """Choose topic ``k`` in the page's topic chooser; the words table's cells once it is
+    redrawn (slice, prevalence, words of each visible row)."""
+    before = page.locator(".slick-cell").all_inner_texts()
+    page.locator("select").first.select_option(index=k)
+    for _ in range(100):  # the table is redrawn when the page's callback has run
+        after = page.locator(".slick-cell").all_inner_texts()
+        if after != before:
+            break
+        page.wait_for_timeout(100)
+    return after
+
+
+def _open_report(p, path: Path, errors: list[str]) -> Any:
+    """A Chromium page of the report at ``path``, drawn (page errors go to ``errors``)."""
+    browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport={"width": 1320, "height": 900})
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0")
+    page.locator("canvas").first.wait_for()
+    return browser, page
+
+
+def _titles(page) -> list[str]:
+    return page.evaluate("""() => Array.from(Bokeh.documents[0].all_models)
+        .filter(m => m.type === "Title").map(m => m.text)""")
+
+
+def _check_words_table(cells: list[str], words: list[Any], k: int) -> None:
+    """The table's visible rows are the slices of ``words`` in order, with topic k's
+    prevalence and top words there."""
+    rows = [cells[i:i + 3] for i in range(0, len(cells) - 2, 3)]
+    assert rows and len(rows) <= len(words)
+    for r, w in zip(rows, words, strict=False):
+        assert r == [w.label, f"{w.prevalence[k]:.3f}",
+                     " ".join(t for t in w.words[k] if t) or "(its anchor is absent)"]
+
+
 @pytest.mark.slow
 def test_a_timeline_of_a_dated_corpus_renders_in_chromium(sotu_eras, tmp_path):
-    """``report --timeline`` of the State of the Union by store version: the timeline
-    figure is drawn in Chromium, one line per topic over the versions, and it shows the
-    topics moving."""
+    """``report --timeline`` of the State of the Union by store version: in Chromium, one
+    line per topic over the versions, showing the topics moving, and the table of a chosen
+    topic's top words per version, which follows the topic chosen in the page (the words
+    ``streamtopic timeline --words`` recovers)."""
+    from streamtopic.timeline import slice_topics, timeline
+
     model_path, n_versions = sotu_eras
+    model = st.AnchorTopicModel.load(model_path)
     sync_playwright = _chromium()
     out = tmp_path / "timeline.html"
     with dask.config.set(scheduler="threads"):
         res = CliRunner().invoke(main, ["report", str(model_path), "-o", str(out),
-                                        "--timeline"])
+                                        "--timeline", "--top-words", "6"])
     assert res.exit_code == 0, res.output
+    words = [s.top(model.vocab_, 6) for s in slice_topics(model)]
     errors: list[str] = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser, page = _open_report(p, out, errors)
         try:
-            page = browser.new_page(viewport={"width": 1320, "height": 900})
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(out.as_uri())
-            page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0")
-            page.locator("canvas").first.wait_for()
             lines = _bokeh_models(page, "MultiLine")
             xs = [len(d["ys"]) for d in _sources_with(page, "xs")]
-            titles = page.evaluate("""() => Array.from(Bokeh.documents[0].all_models)
-                .filter(m => m.type === "Title").map(m => m.text)""")
+            titles = _titles(page)
+            first = page.locator(".slick-cell").all_inner_texts()
+            chosen = _choose_topic(page, K - 1)
         finally:
             browser.close()
     assert errors == []
     assert lines >= 1 and xs == [K], (lines, xs)
     assert "Topic prevalence per store version" in titles
-    from streamtopic.timeline import timeline
-
-    P = np.array([s.prevalence for s in timeline(st.AnchorTopicModel.load(model_path))])
+    assert [w.label for w in words] == [f"version {v}" for v in range(1, n_versions + 1)]
+    _check_words_table(first, words, 0)
+    _check_words_table(chosen, words, K - 1)
+    assert len(chosen) == 3 * n_versions
+    P = np.array([s.prevalence for s in timeline(model)])
     assert P.shape == (n_versions, K) and np.ptp(P, axis=0).max() > 0.1  # topics come and go
 
 
 @pytest.mark.slow
-def test_a_timeline_by_year_and_words_per_version_render_in_chromium(sotu_eras, tmp_path):
+def test_a_timeline_by_year_renders_in_chromium(sotu_eras, tmp_path):
     """``report --timeline --time-field year`` of the State of the Union: in Chromium, one
     line per topic over the years of the addresses on a date axis, and the table of a
-    chosen topic's top words per store version, which follows the topic chosen in the page
-    (the words are those ``streamtopic timeline --words`` recovers)."""
+    chosen topic's top words per year, which follows the topic chosen in the page."""
     from streamtopic.timeline import slice_topics, timeline
 
-    model_path, n_versions = sotu_eras
+    model_path, _ = sotu_eras
     model = st.AnchorTopicModel.load(model_path)
     years = timeline(model, time_field="year")
     assert [s.label for s in years] == sorted({s.label for s in years})
@@ -324,29 +365,17 @@ def test_a_timeline_by_year_and_words_per_version_render_in_chromium(sotu_eras, 
                                         "--timeline", "--time-field", "year",
                                         "--top-words", "6"])
     assert res.exit_code == 0, res.output
-    words = [s.top(model.vocab_, 6) for s in slice_topics(model)]
-    chosen = K - 1
+    words = [s.top(model.vocab_, 6) for s in slice_topics(model, time_field="year",
+                                                          slices=years)]
     errors: list[str] = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser, page = _open_report(p, out, errors)
         try:
-            page = browser.new_page(viewport={"width": 1320, "height": 900})
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(out.as_uri())
-            page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0")
-            page.locator("canvas").first.wait_for()
             lines = _sources_with(page, "xs")
-            titles = page.evaluate("""() => Array.from(Bokeh.documents[0].all_models)
-                .filter(m => m.type === "Title").map(m => m.text)""")
+            titles = _titles(page)
             axes = _bokeh_models(page, "DatetimeAxis")
             tables = _bokeh_models(page, "DataTable")
-            before = page.locator(".slick-cell").all_inner_texts()
-            page.locator("select").first.select_option(index=chosen)
-            for _ in range(100):  # the table is redrawn when the page's callback has run
-                after = page.locator(".slick-cell").all_inner_texts()
-                if after[2] != before[2]:
-                    break
-                page.wait_for_timeout(100)
+            chosen = _choose_topic(page, K - 1)
             page.screenshot(path=str(TIMELINE_SCREENSHOT), full_page=True)
         finally:
             browser.close()
@@ -355,9 +384,5 @@ def test_a_timeline_by_year_and_words_per_version_render_in_chromium(sotu_eras, 
     assert len(lines) == 1 and len(lines[0]["ys"]) == K
     assert all(len(x) == len(years) for x in lines[0]["xs"])
     assert lines[0]["names"][0] == [s.label for s in years]
-    rows = [after[i:i + 3] for i in range(0, 3 * n_versions, 3)]
-    assert [r[0] for r in rows] == [f"version {v}" for v in range(1, n_versions + 1)]
-    for r, w in zip(rows, words, strict=True):
-        assert r[1] == f"{w.prevalence[chosen]:.3f}"
-        assert r[2] == (" ".join(t for t in w.words[chosen] if t) or "(its anchor is absent)")
-    assert before[2] == " ".join(t for t in words[0].words[0] if t)
+    assert [w.label for w in words] == [s.label for s in years]
+    _check_words_table(chosen, words, K - 1)

@@ -385,3 +385,41 @@ def test_the_command_line_words(versioned, tmp_path):
     assert len(rows) == 1 + 10 * (WORDS_K + WORDS_K - 1)  # topic 3 has no words in version 1
     r = CliRunner().invoke(main, ["timeline", str(d / "m.zarr"), "--words", "9"])
     assert r.exit_code == 2 and "topics 0 to 3" in r.output
+
+
+def test_words_per_span_of_time_are_those_of_the_same_documents_per_version(versioned,
+                                                                           tmp_path):
+    """The two versions' documents in one JSON Lines file, shuffled, dated 2001 and 2002:
+    the words per year are the words per version (the same documents, so the same parts
+    of Q), and the command line prints them by year."""
+    import json
+
+    from streamtopic.timeline import slice_topics
+
+    d, model, _ = versioned
+    rng = np.random.default_rng(3)
+    records = [json.dumps({"date": f"{2000 + v}-06-{1 + i % 28:02d}", "text": line.strip()})
+               for v in (1, 2) for i, line in enumerate(open(d / f"v{v}.txt"))]
+    path = tmp_path / "both.jsonl"
+    path.write_text("\n".join(records[i] for i in rng.permutation(len(records))) + "\n")
+    by_version = list(slice_topics(model))
+    by_year = list(slice_topics(model, time_field="date", inputs=path, by="year"))
+    assert [s.label for s in by_year] == ["2001", "2002"] and all(s.version == 0
+                                                                  for s in by_year)
+    for t, v in zip(by_year, by_version, strict=True):
+        assert t.n_docs == v.n_docs
+        np.testing.assert_allclose(t.components, v.components, atol=1e-9)
+        np.testing.assert_allclose(t.prevalence, v.prevalence, atol=1e-12)
+    r = CliRunner().invoke(main, ["timeline", str(d / "m.zarr"), str(path), "--time-field",
+                                  "date", "--by", "year", "--words", "0",
+                                  "--top-words", "3"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.strip().splitlines()
+    assert [x.split()[0] for x in lines[1:]] == ["2001", "2002"]
+    assert lines[2].split()[-3:] == by_year[1].top(model.vocab_, 3).words[0]
+    out = tmp_path / "w.csv"
+    r = CliRunner().invoke(main, ["timeline", str(d / "m.zarr"), str(path), "--time-field",
+                                  "date", "--by", "year", "--all-topics", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    rows = out.read_text().strip().splitlines()
+    assert rows[0] == "slice,topic,prevalence,rank,word,p" and rows[1].startswith("2001,0,")
