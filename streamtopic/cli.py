@@ -600,7 +600,7 @@ def update(model_path: str, inputs: tuple[str, ...], output: str | None, fmt: st
 @click.option("--all-topics", is_flag=True,
               help="With --words: every topic's top words (the TOPIC given is ignored).")
 @click.option("--top-words", type=click.IntRange(min=1), default=10, show_default=True,
-              help="With --words: words per topic and version.")
+              help="With --words: words per topic and slice.")
 @_errors
 def timeline(model_path: str, inputs: tuple[str, ...], output: str | None,
              time_field: str | None, by: str, n_slices: int | None, fmt: str,
@@ -641,11 +641,11 @@ def timeline(model_path: str, inputs: tuple[str, ...], output: str | None,
         _echo(f"{output}: {len(slices)} slices")
         return
     K = slices[0].prevalence.size
-    width = max(7, *(len(s.label) for s in slices))
+    labels = [s.label if time_field is not None else str(s.version) for s in slices]
+    width = max(7, *map(len, labels))
     name = "slice" if time_field is not None else "version"
     _echo(f"{name:>{width}}  documents     tokens  " + " ".join(f"{k:>6d}" for k in range(K)))
-    for s in slices:
-        label = s.label if time_field is not None else str(s.version)
+    for label, s in zip(labels, slices, strict=True):
         _echo(f"{label:>{width}}  {s.n_docs:9,d}  {s.n_tokens:9,d}  "
               + " ".join(f"{x:6.3f}" for x in s.prevalence))
 

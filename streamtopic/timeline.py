@@ -86,7 +86,8 @@ def timeline(
         A fitted model.
     inputs : path, glob or sequence of them, optional
         With ``time_field``: the dated documents (default: the inputs recorded by the store
-        the model was fitted on, which must be unchanged). Without: not used.
+        the model was fitted on, which must be unchanged). Without ``time_field``: none
+        (a :class:`TimelineError`).
     time_field : str, optional
         Slice by time, read from this field (see :func:`~streamtopic.corpus.read_corpus`:
         a JSON Lines field, an HDF5 dataset, ``'mtime'`` or a header name for one document
