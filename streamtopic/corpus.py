@@ -948,21 +948,24 @@ def header_time(raw: bytes, name: str) -> int | None:
     return parse_time(field.group(1).decode("utf-8", "replace").strip())
 
 
-def _file_time(raw: bytes, name: str, path: str, mtime: float | None) -> int:
+def _file_time(raw: bytes, name: str, path: str, mtime: float | None,
+               member: str | None = None) -> int:
     """A one-document file's time: its modification time (``name`` 'mtime'), else its
-    header field ``name`` (:func:`header_time`)."""
+    header field ``name`` (:func:`header_time`). Errors name ``path`` and, in an archive,
+    the ``member``."""
+    where = f"member {member!r}: " if member is not None else ""
     if name == "mtime":
         if mtime is None:
-            raise CorpusError(path, "time field 'mtime': the members of an archive carry no "
-                                    "modification time here; name a date header instead")
+            raise CorpusError(path, f"{where}time field 'mtime': the members of an archive "
+                                    "carry no modification time here; name a date header")
         return int(mtime)
     try:
         when = header_time(raw, name)
     except ValueError as exc:
-        raise CorpusError(path, f"time field {name!r}: {exc}") from None
+        raise CorpusError(path, f"{where}time field {name!r}: {exc}") from None
     if when is None:
-        raise CorpusError(path, f"time field {name!r}: no '{name}:' line in the document's "
-                                "header block")
+        raise CorpusError(path, f"{where}time field {name!r}: no '{name}:' line in the "
+                                "document's header block")
     return when
 
 
@@ -999,7 +1002,8 @@ def _read_files_part(part: _PartitionPlan, tokenizer: Tokenizer,
             for j, (off, size) in enumerate(members):
                 doc = raw[off - base : off - base + size]
                 when = (None if time_field is None else _file_time(
-                    doc, time_field, f"{src.path}:{names[j] if j < len(names) else j}", None))
+                    doc, time_field, src.path, None,
+                    names[j] if j < len(names) else str(part.start + j)))
                 if src.strip_headers:
                     doc = _strip_header_block(doc, src.keep_subject)
                 if when is not None:

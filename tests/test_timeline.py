@@ -193,6 +193,15 @@ def test_times_of_one_document_files(tmp_path):
     mtimes = [t for ch in read_corpus(str(docs), time_field="mtime").iter_chunks()
               for t in ch.times.tolist()]
     assert mtimes == [1_000_000_000, 2_000_000_000]
+    import tarfile
+
+    archive = tmp_path / "docs.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(docs, arcname="docs")
+    assert [t for ch in read_corpus(str(archive), time_field="Date").iter_chunks()
+            for t in ch.times.tolist()] == times
+    with pytest.raises(CorpusError, match=r"member 'docs/a': time field 'mtime'"):
+        list(read_corpus(str(archive), time_field="mtime").iter_chunks())
     (docs / "c").write_text("no header here\n")
     with pytest.raises(CorpusError, match=r"docs/c: time field 'Date': no 'Date:' line"):
         list(read_corpus(str(docs), time_field="Date").iter_chunks())
