@@ -56,7 +56,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("store and tokenizer", ("store", "_tokenize")),
     ("services", ("cluster", "vocabulary", "_scratch", "_warmup")),
     ("utilities", ("_io", "_locking", "_kernels", "_pairs", "_numeric", "_params", "_stopwords",
-                   "_gzindex", "_version", "_random", "doccache", "progress", "fitted",
+                   "_gzindex", "_version", "_random", "_dates", "doccache", "progress", "fitted",
                    "manifest", "limits")),
     ("digests", ("integrity",)),
 ]

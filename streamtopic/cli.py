@@ -571,27 +571,107 @@ def update(model_path: str, inputs: tuple[str, ...], output: str | None, fmt: st
 
 @main.command()
 @click.argument("model_path", type=click.Path())
+@click.argument("inputs", nargs=-1)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Write the timeline as CSV (one row per slice) instead of printing it.")
+              help="Write the timeline to a file instead of printing it: CSV (.csv) or "
+                   "Parquet (.parquet, .pq; pip install 'streamtopic[parquet]').")
+@click.option("--time-field", default=None, metavar="FIELD",
+              help="Slice by time instead of by store version: the JSON Lines field FIELD, "
+                   "the HDF5 dataset FIELD (one value per row), or for one document per "
+                   "file 'mtime' (the file's modification time) or a header name such as "
+                   "'Date'. Values: a year, Unix time, ISO 8601 or an e-mail date. Reads "
+                   "INPUTS, or the inputs MODEL's store records.")
+@click.option("--by", type=click.Choice(["auto", "year", "month", "day"]), default="auto",
+              show_default=True,
+              help="With --time-field: the calendar unit of a slice (auto: years when the "
+                   "documents span at least 5, else months, else days).")
+@click.option("--slices", "n_slices", type=click.IntRange(min=1), default=None, metavar="N",
+              help="With --time-field: N slices of about equal numbers of documents "
+                   "instead of calendar units.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto",
+              show_default=True, help="Reader of INPUTS.")
+@click.option("--text-field", default="text", show_default=True,
+              help="JSON Lines text field of INPUTS.")
+@click.option("--words", "words_topic", type=click.IntRange(min=0), default=None,
+              metavar="TOPIC",
+              help="Instead of the prevalence: the top words of TOPIC in each slice (store "
+                   "version, or span of time with --time-field), its anchor fixed and the "
+                   "recovery run on the slice's part of Q.")
+@click.option("--all-topics", is_flag=True,
+              help="With --words: every topic's top words (the TOPIC given is ignored).")
+@click.option("--top-words", type=click.IntRange(min=1), default=10, show_default=True,
+              help="With --words: words per topic and slice.")
 @_errors
-def timeline(model_path: str, output: str | None) -> None:
-    """Each topic's prevalence per slice of MODEL's corpus: the documents each version of
-    its store added (one ingest each), with the topics fixed."""
-    from .model import AnchorTopicModel
-    from .timeline import timeline as slices_of
-    from .timeline import write_timeline
+def timeline(model_path: str, inputs: tuple[str, ...], output: str | None,
+             time_field: str | None, by: str, n_slices: int | None, fmt: str,
+             text_field: str, words_topic: int | None, all_topics: bool,
+             top_words: int) -> None:
+    """Each topic's prevalence per slice of MODEL's corpus, with the topics fixed.
 
-    slices = slices_of(AnchorTopicModel.load(model_path))
+    The slices are the versions of MODEL's store (the documents each ingest added), or with
+    --time-field spans of time (calendar years, months or days, or --slices N of equal
+    documents) of INPUTS' documents, or of the inputs the store records. Each document's
+    topic proportions are inferred and weighted by its length: a topic's prevalence in a
+    slice is the share of the slice's tokens it explains.
+
+    With --words, the top words of a topic in each slice instead.
+    """
+    from .model import AnchorTopicModel
+    from .timeline import output_format, write_timeline
+    from .timeline import timeline as slices_of
+
     if output is not None:
+        output_format(output)
         _writing(output)
+    if inputs and time_field is None:
+        raise click.UsageError("INPUTS are read for --time-field only (without it, the "
+                               "slices are the store's versions)")
+    if time_field is None and (n_slices is not None or by != "auto"):
+        raise click.UsageError("--by and --slices slice by time: give --time-field")
+    model = AnchorTopicModel.load(model_path)
+    if words_topic is not None or all_topics:
+        _timeline_words(model, output, words_topic, all_topics, top_words,
+                        inputs=list(inputs) or None, time_field=time_field, by=by,
+                        n_slices=n_slices, format=fmt, text_field=text_field)
+        return
+    slices = slices_of(model, list(inputs) or None, time_field=time_field, by=by,
+                       n_slices=n_slices, format=fmt, text_field=text_field)
+    if output is not None:
         write_timeline(slices, output)
         _echo(f"{output}: {len(slices)} slices")
         return
     K = slices[0].prevalence.size
-    _echo("version  documents     tokens  " + " ".join(f"{k:>6d}" for k in range(K)))
-    for s in slices:
-        _echo(f"{s.version:7d}  {s.n_docs:9,d}  {s.n_tokens:9,d}  "
+    labels = [s.label if time_field is not None else str(s.version) for s in slices]
+    width = max(7, *map(len, labels))
+    name = "slice" if time_field is not None else "version"
+    _echo(f"{name:>{width}}  documents     tokens  " + " ".join(f"{k:>6d}" for k in range(K)))
+    for label, s in zip(labels, slices, strict=True):
+        _echo(f"{label:>{width}}  {s.n_docs:9,d}  {s.n_tokens:9,d}  "
               + " ".join(f"{x:6.3f}" for x in s.prevalence))
+
+
+def _timeline_words(model: Any, output: str | None, topic: int | None, all_topics: bool,
+                    top_words: int, **slicing: Any) -> None:
+    """``timeline --words``: the top words of a topic (or of all) per slice."""
+    from .timeline import slice_topics, write_words
+
+    K = int(model.n_topics)
+    if topic is not None and not all_topics and topic >= K:
+        raise click.BadParameter(f"{topic}: the model has topics 0 to {K - 1}",
+                                 param_hint="--words")
+    topics = list(range(K)) if all_topics else [int(topic or 0)]
+    words = [s.top(model.vocab_, top_words) for s in slice_topics(model, **slicing)]
+    if output is not None:
+        write_words(words, output, topics)
+        _echo(f"{output}: top {top_words} words of {len(topics)} topic(s) in "
+              f"{len(words)} slices")
+        return
+    width = max((len(s.label) for s in words), default=0)
+    for k in topics:
+        _echo(f"topic {k} (anchor {model.anchor_words_[k]})")
+        for s in words:
+            shown = " ".join(w for w in s.words[k] if w) or "(its anchor word is absent)"
+            _echo(f"  {s.label:>{width}}  prevalence {s.prevalence[k]:.3f}  {shown}")
 
 
 @dataclass(frozen=True)
@@ -977,26 +1057,40 @@ def infer(model_path: str, inputs: tuple[str, ...], output: str, output_format: 
               help="Also write pyLDAvis' page of the model to FILE (pip install "
                    "'streamtopic[interop]').")
 @click.option("--timeline", "with_timeline", is_flag=True,
-              help="Also draw each topic's prevalence per store version (one pass over the "
-                   "store's documents; see streamtopic timeline).")
+              help="Also draw each topic's prevalence per store version (or per span of "
+                   "time, with --time-field), and a table of a chosen topic's top words per "
+                   "slice (see streamtopic timeline).")
+@click.option("--time-field", default=None, metavar="FIELD",
+              help="With --timeline: slice the prevalence by the time in FIELD of the inputs "
+                   "the model's store records (see streamtopic timeline --time-field).")
+@click.option("--by", type=click.Choice(["auto", "year", "month", "day"]), default="auto",
+              show_default=True, help="With --time-field: the calendar unit of a slice.")
+@click.option("--slices", "n_slices", type=click.IntRange(min=1), default=None, metavar="N",
+              help="With --time-field: N slices of about equal numbers of documents.")
 @_errors
 def report_cmd(model_path: str, output: str, top_words: int, pyldavis: str | None,
-               with_timeline: bool) -> None:
+               with_timeline: bool, time_field: str | None, by: str,
+               n_slices: int | None) -> None:
     """Write an HTML report of a model, one file that works offline: each topic's top words
     (its anchor word marked) and prevalence, a map of the topics, their correlation, and the
     model's and its corpus' record (:func:`streamtopic.report.write_report`)."""
     from .model import AnchorTopicModel
     from .report import write_report
 
+    if not with_timeline and (time_field is not None or n_slices is not None or by != "auto"):
+        raise click.UsageError("--time-field, --by and --slices shape the timeline: give "
+                               "--timeline")
     _writing(output, pyldavis)
     model = AnchorTopicModel.load(model_path)
-    slices = None
+    slices = words = None
     if with_timeline:
-        from .timeline import timeline
+        from .timeline import slice_topics, timeline
 
-        slices = timeline(model)
+        slices = timeline(model, time_field=time_field, by=by, n_slices=n_slices)
+        words = [s.top(model.vocab_, top_words) for s in slice_topics(
+            model, time_field=time_field, slices=slices if time_field is not None else None)]
     path = write_report(model, output, top_words=top_words, model_path=model_path,
-                        timeline=slices)
+                        timeline=slices, timeline_words=words)
     _echo(f"{path}: report of {model.n_topics} topics")
     if pyldavis is not None:
         _echo(f"{model.to_pyldavis(pyldavis)}: pyLDAvis page")

@@ -54,6 +54,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _gzindex
+from ._dates import parse_time
 from ._io import written_aside
 from ._tokenize import BatchTokenizer, count_matrix, kernel_flags
 from .cluster import n_workers, persist
@@ -147,6 +148,9 @@ class DocChunk:
         For id-based sources (UCI, HDF5), a key of the source vocabulary; ``term_ids`` then
         gives each column's id in it.
     term_ids : ndarray of shape (T,) or None
+    times : ndarray of int64, shape (n_docs,), or None
+        Each document's time in seconds since 1970-01-01 UTC, when the corpus was read with
+        a ``time_field`` (:func:`read_corpus`); else None.
     lengths : ndarray of shape (n_docs,) or None
         Each document's *input length*: for text, its tokens before stop words are removed
         (:meth:`~streamtopic.vocabulary.Tokenizer.tokens_and_length`); None when it is the
@@ -165,6 +169,7 @@ class DocChunk:
     last_doc: int = -1  # UCI: index of the last document (docID − 1)
     offset: int = 0  # byte offset of the chunk's first record in ``source``
     lengths: np.ndarray | None = None
+    times: np.ndarray | None = None
 
     @property
     def n_docs(self) -> int:
@@ -703,6 +708,7 @@ class ChunkBuilder:
         self.fixed = (None if vocabulary is None or self.kernel is not None
                       else _fixed_index(vocabulary, tokenizer))
         self.chunks: list[DocChunk] = []
+        self.pending_time: int | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -712,6 +718,12 @@ class ChunkBuilder:
         self.lengths: list[int] = []
         self.replaced = 0
         self.n_docs = 0
+        self.times: list[int] = []
+
+    def stamp_next(self, seconds: int) -> None:
+        """The time of the document added next (seconds since 1970 UTC): a chunk's
+        documents are stamped all or none."""
+        self.pending_time = int(seconds)
 
     def add_bytes(self, raw: bytes) -> None:
         """Decode (UTF-8, see :func:`_decode`), tokenise and add a document."""
@@ -750,6 +762,9 @@ class ChunkBuilder:
         self._end_document(length, replaced)
 
     def _end_document(self, length: int, replaced: int) -> None:
+        if self.pending_time is not None:
+            self.times.append(self.pending_time)
+            self.pending_time = None
         if self.kernel is None:
             self.indptr.append(len(self.ids))
             self.lengths.append(length)
@@ -779,10 +794,14 @@ class ChunkBuilder:
         n = self.n_docs
         if n == 0:
             return
+        times = np.asarray(self.times, dtype=np.int64) if self.times else None
         ids, indptr, lengths, terms = self._counted()
         m = count_matrix(ids, indptr, len(terms))
+        if times is not None and times.size != m.shape[0]:
+            raise ValueError("a time field stamps whole documents: read it without "
+                             "max_doc_tokens (windows) and stamp every document")
         self.chunks.append(DocChunk(m, terms, self.source, self.next_doc, self.replaced,
-                                    lengths=lengths))
+                                    lengths=lengths, times=times))
         self.next_doc += m.shape[0]  # the documents, or their windows
         self._reset()
 
@@ -804,6 +823,7 @@ def _read_text_part(part: _PartitionPlan, tokenizer: Tokenizer,
     builder = ChunkBuilder(part.source.path, part.first_doc, tokenizer, vocabulary)
     jsonl = part.source.format == "jsonl"
     field_name = part.opt("text_field", "text")
+    time_field = part.opt("time_field")
     offset = part.start
     _check_line_lengths(part, lines)
     for i, line in enumerate(lines):
@@ -812,7 +832,11 @@ def _read_text_part(part: _PartitionPlan, tokenizer: Tokenizer,
             continue
         text, replaced = _decode(line)
         if text.strip():
-            builder.add_text(_json_text(part, text, field_name, offset, i), replaced)
+            obj = _json_object(part, text, offset, i)
+            doc = _json_text(part, obj, field_name, offset, i)
+            if time_field is not None:
+                builder.stamp_next(_json_time(part, obj, time_field, offset, i))
+            builder.add_text(doc, replaced)
         offset += len(line) + 1
     builder.flush()
     return builder.chunks
@@ -830,20 +854,31 @@ def _check_line_lengths(part: _PartitionPlan, lines: list[bytes]) -> None:
                           line=line, offset=offset)
 
 
-def _json_text(part: _PartitionPlan, text: str, field_name: str, offset: int, i: int) -> str:
-    def lineno() -> int:
-        if part.first_line is not None:
-            return part.first_line + i
-        return line_of_offset(part.source.path, offset)
+def _line_number(part: _PartitionPlan, offset: int, i: int) -> int:
+    """The line number of line ``i`` of a partition, at byte ``offset`` of its source."""
+    if part.first_line is not None:
+        return part.first_line + i
+    return line_of_offset(part.source.path, offset)
 
+
+def _json_object(part: _PartitionPlan, text: str, offset: int, i: int) -> dict[str, Any]:
+    """The JSON object of a JSON Lines record (line ``i`` of the partition)."""
     try:
         obj = json_record(text)
     except json.JSONDecodeError as exc:
-        raise CorpusError(part.source.path, f"invalid JSON: {exc.msg}", line=lineno()) from None
+        raise CorpusError(part.source.path, f"invalid JSON: {exc.msg}",
+                          line=_line_number(part, offset, i)) from None
     except InputBoundError as exc:
-        raise CorpusError(part.source.path, str(exc), line=lineno()) from None
+        raise CorpusError(part.source.path, str(exc),
+                          line=_line_number(part, offset, i)) from None
     if not isinstance(obj, dict):
-        raise CorpusError(part.source.path, "a JSON Lines record must be an object", line=lineno())
+        raise CorpusError(part.source.path, "a JSON Lines record must be an object",
+                          line=_line_number(part, offset, i))
+    return obj
+
+
+def _json_text(part: _PartitionPlan, obj: dict[str, Any], field_name: str, offset: int,
+               i: int) -> str:
     value = obj.get(field_name)
     if not isinstance(value, str):
         if field_name not in obj:
@@ -852,10 +887,22 @@ def _json_text(part: _PartitionPlan, text: str, field_name: str, offset: int, i:
             what = "null"
         else:
             what = f"not a string ({type(value).__name__})"
-        raise CorpusError(
-            part.source.path, f"text field {field_name!r} is {what}", line=lineno()
-        )
+        raise CorpusError(part.source.path, f"text field {field_name!r} is {what}",
+                          line=_line_number(part, offset, i))
     return value
+
+
+def _json_time(part: _PartitionPlan, obj: dict[str, Any], field_name: str, offset: int,
+               i: int) -> int:
+    """The record's time field read by :func:`~streamtopic._dates.parse_time`."""
+    if field_name not in obj:
+        raise CorpusError(part.source.path, f"time field {field_name!r} is missing",
+                          line=_line_number(part, offset, i))
+    try:
+        return parse_time(obj[field_name])
+    except ValueError as exc:
+        raise CorpusError(part.source.path, f"time field {field_name!r}: {exc}",
+                          line=_line_number(part, offset, i)) from None
 
 
 _HEADER_END = re.compile(rb"\A\r?\n|\n\r?\n")  # the first empty line (LF or CRLF)
@@ -880,21 +927,69 @@ def _strip_header_block(raw: bytes, keep_subject: bool) -> bytes:
     return subject.group(1) + b"\n" + body if subject else body
 
 
+def header_time(raw: bytes, name: str) -> int | None:
+    """The time in the header field ``name`` (``Name: value``, any case) of a document's
+    leading header block (see :func:`_strip_header_block`), read by
+    :func:`~streamtopic._dates.parse_time`; None when the document has no such field.
+
+    Raises
+    ------
+    ValueError
+        For a field whose value is not a date.
+    """
+    m = _HEADER_END.search(raw)
+    end = m.start() if m is not None else len(raw)
+    if m is None or not _HEADER_BLOCK.fullmatch(raw, 0, end):
+        return None
+    pattern = re.compile(rb"(?im)^" + re.escape(name.encode("utf-8")) + rb":[ \t]*([^\n]*)")
+    field = pattern.search(raw, 0, end)
+    if field is None:
+        return None
+    return parse_time(field.group(1).decode("utf-8", "replace").strip())
+
+
+def _file_time(raw: bytes, name: str, path: str, mtime: float | None,
+               member: str | None = None) -> int:
+    """A one-document file's time: its modification time (``name`` 'mtime'), else its
+    header field ``name`` (:func:`header_time`). Errors name ``path`` and, in an archive,
+    the ``member``."""
+    where = f"member {member!r}: " if member is not None else ""
+    if name == "mtime":
+        if mtime is None:
+            raise CorpusError(path, f"{where}time field 'mtime': the members of an archive "
+                                    "carry no modification time here; name a date header")
+        return int(mtime)
+    try:
+        when = header_time(raw, name)
+    except ValueError as exc:
+        raise CorpusError(path, f"{where}time field {name!r}: {exc}") from None
+    if when is None:
+        raise CorpusError(path, f"{where}time field {name!r}: no '{name}:' line in the "
+                                "document's header block")
+    return when
+
+
 def _read_files_part(part: _PartitionPlan, tokenizer: Tokenizer,
                      vocabulary: tuple[str, ...] | None = None) -> list[DocChunk]:
     src = part.source
     builder = ChunkBuilder(src.path, part.first_doc, tokenizer, vocabulary)
+    time_field = part.opt("time_field")
     if os.path.isdir(src.path):
         names = _list_tree(src.path)[part.start : part.stop]
         limit = _max_line_bytes(part.opt("max_line_bytes"))
         for rel in names:
             with open(os.path.join(src.path, rel), "rb") as fh:
                 raw = fh.read(limit + 1)
+                mtime = os.fstat(fh.fileno()).st_mtime
             if len(raw) > limit:  # grown since the planning
                 raise CorpusError(os.path.join(src.path, rel),
                                   too_long("a document", len(raw), limit))
+            when = (None if time_field is None
+                    else _file_time(raw, time_field, os.path.join(src.path, rel), mtime))
             if src.strip_headers:
                 raw = _strip_header_block(raw, src.keep_subject)
+            if when is not None:
+                builder.stamp_next(when)
             builder.add_bytes(raw)
     else:
         members: tuple[tuple[int, int], ...] = part.opt("members", ())
@@ -902,10 +997,17 @@ def _read_files_part(part: _PartitionPlan, tokenizer: Tokenizer,
             base = members[0][0]
             raw = _read_range(src.path, base, members[-1][0] + members[-1][1],
                               part.opt("gzip_index"), part.opt("gzip_index_sha256"))
-            for off, size in members:
+            names = (document_names(src) or [])[part.start : part.stop] \
+                if time_field is not None else []
+            for j, (off, size) in enumerate(members):
                 doc = raw[off - base : off - base + size]
+                when = (None if time_field is None else _file_time(
+                    doc, time_field, src.path, None,
+                    names[j] if j < len(names) else str(part.start + j)))
                 if src.strip_headers:
                     doc = _strip_header_block(doc, src.keep_subject)
+                if when is not None:
+                    builder.stamp_next(when)
                 builder.add_bytes(doc)
     builder.flush()
     return builder.chunks
@@ -1149,6 +1251,15 @@ def _compact_ids(idx: np.ndarray, n_terms: int) -> tuple[np.ndarray, np.ndarray]
     return uniq, rank[idx]
 
 
+def _check_time_column(path: str, f: Any, name: str, n_rows: int) -> None:
+    """Refuse an HDF5 corpus without a one-value-per-row dataset ``name``."""
+    column = f.get(name)
+    if column is None or not hasattr(column, "shape") or column.shape != (n_rows,):
+        found = "missing" if column is None else f"of shape {getattr(column, 'shape', None)}"
+        raise CorpusError(path, f"time column {name!r} is {found}; expected a dataset of "
+                                f"{n_rows:,} values, one per row")
+
+
 def _read_hdf5_part(part: _PartitionPlan) -> list[DocChunk]:
     import h5py
 
@@ -1156,11 +1267,14 @@ def _read_hdf5_part(part: _PartitionPlan) -> list[DocChunk]:
     key = f"hdf5:{path}"
     vocab = _source_vocab(key)
     chunks: list[DocChunk] = []
+    time_field = part.opt("time_field")
     with h5py.File(path, "r") as f:
         try:
-            _, nnz = check_hdf5_corpus(f)
+            n_rows, nnz = check_hdf5_corpus(f)
         except InputBoundError as exc:
             raise CorpusError(path, str(exc)) from None
+        if time_field is not None:
+            _check_time_column(path, f, time_field, n_rows)
         indptr_ds, indices_ds, data_ds = f["indptr"], f["indices"], f["data"]
         for r0 in range(part.start, part.stop, CHUNK_DOCS):
             r1 = min(r0 + CHUNK_DOCS, part.stop)
@@ -1191,8 +1305,24 @@ def _read_hdf5_part(part: _PartitionPlan) -> list[DocChunk]:
                 shape=(r1 - r0, len(uniq)),
             )
             m.sum_duplicates()
-            chunks.append(DocChunk(m, [vocab[i] for i in uniq.tolist()], path, r0, 0, key, uniq))
+            times = (None if time_field is None
+                     else _hdf5_times(path, f[time_field], r0, r1, time_field))
+            chunks.append(DocChunk(m, [vocab[i] for i in uniq.tolist()], path, r0, 0, key, uniq,
+                                   times=times))
     return chunks
+
+
+def _hdf5_times(path: str, column: Any, r0: int, r1: int, name: str) -> np.ndarray:
+    """Rows r0:r1 of an HDF5 corpus' time column ``name`` (one value per row: numbers or
+    strings, read by :func:`~streamtopic._dates.parse_time`), as seconds (n,) int64."""
+    values = column[r0:r1]
+    out = np.empty(r1 - r0, dtype=np.int64)
+    for j, v in enumerate(values.tolist()):
+        try:
+            out[j] = parse_time(v)
+        except ValueError as exc:
+            raise CorpusError(path, f"dataset {name!r}, row {r0 + j}: {exc}") from None
+    return out
 
 
 # --- the store's token cache (internal format "cache": see :mod:`streamtopic.doccache`)
@@ -1619,6 +1749,7 @@ def read_corpus(
     strip_headers: bool = True,
     keep_subject: bool = True,
     max_line_bytes: int | None = None,
+    time_field: str | None = None,
 ) -> Corpus:
     """Plan a corpus over files, globs and directories.
 
@@ -1653,12 +1784,21 @@ def read_corpus(
         member of an archive) accepted, in decompressed bytes; a longer one is a
         :class:`CorpusError`. Default: ``$STREAMTOPIC_MAX_LINE_BYTES``, else 64 MiB
         (:mod:`streamtopic.limits`).
+    time_field : str, optional
+        Read each document's time too (:attr:`DocChunk.times`): the JSON Lines field of that
+        name; the HDF5 dataset of that name (one value per row); for one document per file,
+        ``'mtime'`` (the file's modification time; directory trees only) or the name of a
+        header field of the document's leading header block (``'Date'``: the mail/news
+        ``Date:`` line). Values are read by :func:`streamtopic._dates.parse_time` (a year,
+        Unix time, ISO 8601 or an e-mail date). Plain text and UCI inputs have no time.
 
     Raises
     ------
     CorpusError
         For missing inputs, unknown formats and malformed headers (before anything is read);
-        for a store or a model given as input.
+        for a store or a model given as input; for a ``time_field`` that an input's format
+        cannot carry, or that an HDF5 input lacks. A document whose time is missing or not a
+        date is a :class:`CorpusError` naming its file and line when it is read.
     """
     if format not in FORMATS:
         raise ValueError(f"format={format!r}: expected one of {', '.join(FORMATS)}")
@@ -1684,13 +1824,32 @@ def read_corpus(
         target = HDF5_BLOCKSIZE if all(s.format == "hdf5" for s in sources) else DEFAULT_BLOCKSIZE
         n_parts = w * max(1, round(total / (target * w)))
         blocksize = int(max(MIN_BLOCKSIZE, -(-total // n_parts)))
-    options = (("text_field", text_field),
-               ("max_line_bytes", _max_line_bytes(max_line_bytes)))
+    options: tuple[tuple[str, Any], ...] = (
+        ("text_field", text_field), ("max_line_bytes", _max_line_bytes(max_line_bytes)))
+    if time_field is not None:
+        _check_time_field(sources, time_field)
+        options += (("time_field", time_field),)
     parts: list[_PartitionPlan] = []
     for src in sources:
         src_parts = _plan_source(src, blocksize, options)
         parts.extend(src_parts)
     return Corpus(sources, parts, tokenizer)
+
+
+def _check_time_field(sources: Sequence[Source], name: str) -> None:
+    """Refuse a time field an input cannot carry (plain text, UCI; an HDF5 file without
+    that dataset) before anything is read."""
+    import h5py
+
+    if not name:
+        raise ValueError("time_field: give a field name")
+    for src in sources:
+        if src.format in ("text", "uci"):
+            raise CorpusError(src.path, f"format {src.format!r} carries no time field; dated "
+                                        "documents go in JSON Lines, HDF5 or one file each")
+        if src.format == "hdf5":
+            with h5py.File(src.path, "r") as f:
+                _check_time_column(src.path, f, name, int(f["indptr"].shape[0]) - 1)
 
 
 def bundled_corpus() -> str:

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ATTRIBUTES", "FittedModel", "FittedTopics", "ModelError", "Slice", "adopt",
-           "check_is_fitted", "store_record"]
+__all__ = ["ATTRIBUTES", "FittedModel", "FittedTopics", "ModelError", "Slice", "SliceWords",
+           "adopt", "check_is_fitted", "store_record"]
 
 
 class ModelError(ValueError):
@@ -143,11 +143,46 @@ def store_record(model: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Slice:
-    """One slice of a model's corpus (the documents a store version added): its documents,
-    its tokens in the model's vocabulary and each topic's prevalence there (K,): the share
-    of the slice's tokens the topic explains (:func:`streamtopic.timeline.timeline`)."""
+    """One slice of a model's corpus (the documents a store version added, or those of a
+    span of time): its documents, its tokens in the model's vocabulary and each topic's
+    prevalence there (K,): the share of the slice's tokens the topic explains
+    (:func:`streamtopic.timeline.timeline`).
+
+    ``version`` is the store version (0 for a span of time); ``start`` and ``end`` the span's
+    first day and the day after its last (ISO dates, UTC; None for a version); ``label`` its
+    name ("version 3", "1861", "2001-09", "2001-09-11…2001-10-02")."""
 
     version: int
     n_docs: int
     n_tokens: int
     prevalence: npt.NDArray[np.float64]
+    start: str | None = None
+    end: str | None = None
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class SliceWords:
+    """Each topic's top words within one slice (a store version or a span of time), its
+    anchors fixed and the recovery run on the slice's part of Q
+    (:func:`streamtopic.timeline.slice_topics`).
+
+    Attributes
+    ----------
+    version : int
+        The store version (0 for a span of time).
+    label : str
+    prevalence : ndarray of shape (K,)
+        Each topic's share of the slice's part of Q (0: its anchor word is absent there).
+    words : list of K lists of n str
+        Each topic's n most probable words in the slice, most probable first ("" past the
+        words it has).
+    probabilities : ndarray of shape (K, n)
+        Their p(w | z) within the slice.
+    """
+
+    version: int
+    label: str
+    prevalence: npt.NDArray[np.float64]
+    words: list[list[str]]
+    probabilities: npt.NDArray[np.float64]

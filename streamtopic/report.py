@@ -36,6 +36,7 @@ from bokeh.layouts import column, gridplot, row
 from bokeh.models import (
     BasicTicker,
     ColumnDataSource,
+    CustomJS,
     DataRange1d,
     FactorRange,
     HoverTool,
@@ -44,14 +45,14 @@ from bokeh.models import (
     Range1d,
 )
 from bokeh.models.annotations import ColorBar, LabelSet, Title
-from bokeh.models.widgets import Div
+from bokeh.models.widgets import DataTable, Div, NumberFormatter, Select, TableColumn
 from bokeh.palettes import Category20, RdBu11
 from bokeh.plotting import figure
 from bokeh.resources import INLINE
 
 from . import metrics
 from ._io import written_aside
-from .fitted import FittedModel, Slice, check_is_fitted
+from .fitted import FittedModel, Slice, SliceWords, check_is_fitted
 from .metrics import top_word_ids
 from .seeding import excluded_ids
 from .store import CooccurrenceStore, StoreError
@@ -536,22 +537,80 @@ def _prevalence_figure(model: FittedModel, width: int) -> Any:
 
 
 def _timeline_figure(model: FittedModel, slices: Sequence[Slice], width: int) -> Any:
-    """Each topic's prevalence per slice (store version) as a line; the hover names the
-    topic, the version and the share."""
+    """Each topic's prevalence per slice as a line: over store versions, or over time (a
+    slice of time at its middle, on a date axis); the hover names the topic, the slice and
+    the share."""
     labels = _labels(model)
-    versions = [s.version for s in slices]
+    dated = all(s.start is not None and s.end is not None for s in slices)
     P = np.array([s.prevalence for s in slices], dtype=np.float64)  # slices×K
-    data = {"xs": [versions] * P.shape[1], "ys": [P[:, k] for k in range(P.shape[1])],
-            "label": labels, "colour": [Category20[20][k % 20] for k in range(P.shape[1])]}
-    fig = figure(width=width, height=300, title="Topic prevalence per store version",
-                 x_axis_label="store version", y_axis_label="share of the tokens",
-                 y_range=DataRange1d(start=0), toolbar_location=None, tools="")
+    if dated:
+        start = np.array([s.start for s in slices], dtype="datetime64[D]")
+        end = np.array([s.end for s in slices], dtype="datetime64[D]")
+        middle = start + (end - start) // 2
+        x: list[Any] = middle.astype("datetime64[ms]").astype(np.int64).astype(float).tolist()
+    else:
+        x = [s.version for s in slices]
+    names = [s.label or f"version {s.version}" for s in slices]
+    data = {"xs": [x] * P.shape[1], "ys": [P[:, k] for k in range(P.shape[1])],
+            "names": [names] * P.shape[1], "label": labels,
+            "colour": [Category20[20][k % 20] for k in range(P.shape[1])]}
+    title = "Topic prevalence over time" if dated else "Topic prevalence per store version"
+    fig = figure(width=width, height=300, title=title,
+                 x_axis_label="time" if dated else "store version",
+                 x_axis_type="datetime" if dated else "linear",
+                 y_axis_label="share of the tokens", y_range=DataRange1d(start=0),
+                 toolbar_location=None, tools="")
     fig.multi_line(xs="xs", ys="ys", line_color="colour", line_width=2,
                    source=ColumnDataSource(data))
-    fig.add_tools(HoverTool(tooltips=[("topic", "@label"), ("version", "$x{0}"),
-                                      ("share", "$y{0.000}")]))
-    fig.xaxis.ticker = versions
+    where = ("slice", "$x{%F}") if dated else ("version", "$x{0}")
+    hover = HoverTool(tooltips=[("topic", "@label"), where, ("share", "$y{0.000}")])
+    if dated:
+        hover.formatters = {"$x": "datetime"}
+    fig.add_tools(hover)
+    if not dated:
+        fig.xaxis.ticker = x
     return fig
+
+
+def _words_panel(model: FittedModel, words: Sequence[SliceWords], width: int) -> Any:
+    """The top words of a chosen topic in each slice (store versions or spans of time): a
+    topic chooser (a Bokeh ``Select``) over a table of the slices (name, the topic's
+    prevalence there, its top words)."""
+    K = int(model.n_topics)
+    labels = _labels(model)
+    every: dict[str, list[Any]] = {"slice": [w.label for w in words]}
+    for k in range(K):
+        every[f"words_{k}"] = [" ".join(t for t in w.words[k] if t) or "(its anchor is absent)"
+                               for w in words]
+        every[f"prevalence_{k}"] = [float(w.prevalence[k]) for w in words]
+    table_data = {"slice": every["slice"], "prevalence": every["prevalence_0"],
+                  "words": every["words_0"]}
+    every_source = ColumnDataSource(every)
+    shown = ColumnDataSource(table_data)
+    table = DataTable(source=shown, width=width, height=min(40 + 26 * len(words), 420),
+                      index_position=None, reorderable=False, columns=[
+                          TableColumn(field="slice", title="slice", width=120),
+                          TableColumn(field="prevalence", title="prevalence", width=90,
+                                      formatter=NumberFormatter(format="0.000")),
+                          TableColumn(field="words", title="top words (p(w | z) in the slice)",
+                                      width=width - 210)])
+    options: list[str | tuple[Any, str]] = [(str(k), f"topic {labels[k]}")
+                                            for k in range(K)]
+    choose = Select(title="Topic", value="0", width=320, options=options)
+    choose.js_on_change("value", CustomJS(args={"every": every_source, "shown": shown,
+                                                        "table": table}, code="""
+        const k = cb_obj.value
+        shown.data = {slice: every.data["slice"], prevalence: every.data["prevalence_" + k],
+                      words: every.data["words_" + k]}
+        table.view.change.emit()  // the rows are as many as before: redraw them
+    """))
+    dated = bool(words) and words[0].version == 0
+    what = ("slice of time", "Each slice's part of Q (the sum over its documents)") if dated \
+        else ("store version", "Each version's part of Q (the documents its ingest added)")
+    head = Div(text=_CSS + f"<h2 class='st'>Top words of a topic per {what[0]}</h2>"
+               f"<p style='font:13px system-ui,sans-serif;margin:0'>{what[1]}, the model's "
+               "anchors fixed.</p>", width=width)
+    return column(head, choose, table)
 
 
 def _topic_figure(model: FittedModel, k: int, ids: np.ndarray, n_rows: int,
@@ -664,7 +723,8 @@ def _provenance_div(sections: list[Section]) -> Div:
 
 def report_layout(model: FittedModel, *, top_words: int = 10,
                   model_path: str | os.PathLike[str] | None = None,
-                  timeline: Sequence[Slice] | None = None) -> LayoutDOM:
+                  timeline: Sequence[Slice] | None = None,
+                  timeline_words: Sequence[SliceWords] | None = None) -> LayoutDOM:
     """The report's Bokeh layout: header, topic map and correlation heatmap, prevalence
     (and its timeline, when ``timeline`` gives the slices), the topics' top words, the
     topics' table and the provenance.
@@ -677,6 +737,11 @@ def report_layout(model: FittedModel, *, top_words: int = 10,
         Words shown per topic.
     model_path : path, optional
         Where the model was loaded from (named in the header and the provenance).
+    timeline : sequence of Slice, optional
+        Each topic's prevalence per slice (:func:`streamtopic.timeline.timeline`).
+    timeline_words : sequence of SliceWords, optional
+        Each topic's top words per slice (:func:`streamtopic.timeline.slice_topics`), shown
+        for a chosen topic.
 
     Returns
     -------
@@ -698,6 +763,8 @@ def report_layout(model: FittedModel, *, top_words: int = 10,
     heat = _heatmap_figure(model, side)
     topic_map_fig = _map_figure(model, top, PAGE_WIDTH - side - 90, side)
     over_time = [] if not timeline else [_timeline_figure(model, timeline, PAGE_WIDTH)]
+    if timeline_words:
+        over_time.append(_words_panel(model, timeline_words, PAGE_WIDTH))
     return column(
         _header_div(model, path),
         row(topic_map_fig, heat),
@@ -713,7 +780,8 @@ def report_layout(model: FittedModel, *, top_words: int = 10,
 
 def write_report(model: FittedModel, path: str | os.PathLike[str], *,
                  top_words: int = 10, model_path: str | os.PathLike[str] | None = None,
-                 timeline: Sequence[Slice] | None = None) -> str:
+                 timeline: Sequence[Slice] | None = None,
+                 timeline_words: Sequence[SliceWords] | None = None) -> str:
     """Write the HTML report of a model: one self-contained file (Bokeh's resources inlined,
     no network access needed), written aside and renamed into place.
 
@@ -730,6 +798,8 @@ def write_report(model: FittedModel, path: str | os.PathLike[str], *,
     timeline : sequence of Slice, optional
         Each topic's prevalence per slice (:func:`streamtopic.timeline.timeline`), drawn
         under the prevalence.
+    timeline_words : sequence of SliceWords, optional
+        Each topic's top words per slice, shown under it for a topic chosen on the page.
 
     Returns
     -------
@@ -750,7 +820,7 @@ def write_report(model: FittedModel, path: str | os.PathLike[str], *,
     if not os.path.isdir(folder):
         raise FileNotFoundError(errno.ENOENT, "No such directory", folder)
     layout = report_layout(model, top_words=top_words, model_path=model_path,
-                           timeline=timeline)
+                           timeline=timeline, timeline_words=timeline_words)
     name = os.path.basename(os.path.normpath(os.fspath(model_path))) if model_path else "model"
     text = file_html(layout, resources=INLINE, title=f"streamtopic report: {name}")
     with written_aside(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:

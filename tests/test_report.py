@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import dask
 import numpy as np
@@ -21,6 +22,7 @@ from streamtopic.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOT = ROOT / "benchmarks" / "results" / "report.png"
+TIMELINE_SCREENSHOT = ROOT / "benchmarks" / "results" / "timeline.png"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
@@ -229,53 +231,158 @@ def test_report_renders_offline_in_chromium(kos_model, tmp_path):
     assert SCREENSHOT.stat().st_size > 50_000
 
 
-@pytest.mark.slow
-def test_a_timeline_of_a_dated_corpus_renders_in_chromium(sotu_jsonl, tmp_path):
+@pytest.fixture(scope="module")
+def sotu_eras(sotu_jsonl, tmp_path_factory):
     """The State of the Union paragraphs ingested a half-century at a time (one store
-    version each), fitted, then ``report --timeline``: the timeline figure is drawn in
-    Chromium, one line per topic over the versions, and it shows the topics moving."""
+    version each) and fitted (K = 10): the model's path and the number of versions."""
     import gzip
     import json
 
-    sync_playwright = _chromium()
+    d = tmp_path_factory.mktemp("sotu")
     eras: dict[int, list[str]] = {}
     with gzip.open(sotu_jsonl, "rt", encoding="utf-8") as fh:
         for line in fh:
             eras.setdefault(min(int(json.loads(line)["year"]), 1999) // 50, []).append(line)
-    store = tmp_path / "s.zarr"
+    store = d / "s.zarr"
     for era in sorted(eras):
-        part = tmp_path / f"era{era}.jsonl"
+        part = d / f"era{era}.jsonl"
         part.write_text("".join(eras[era]))
         st.ingest(str(part), store, progress=False)
-    st.AnchorTopicModel(K, seed=0).fit(store).save(tmp_path / "m.zarr")
+    st.AnchorTopicModel(K, seed=0).fit(store).save(d / "m.zarr")
+    return d / "m.zarr", len(eras)
+
+
+def _bokeh_models(page, kind: str) -> int:
+    """How many Bokeh models of a type the page holds."""
+    return page.evaluate("""(kind) => Array.from(Bokeh.documents[0].all_models)
+        .filter(m => m.type === kind).length""", kind)
+
+
+def _sources_with(page, column: str) -> list[dict[str, Any]]:
+    """The data of the page's ColumnDataSources that have ``column``."""
+    return page.evaluate("""(column) => Array.from(Bokeh.documents[0].all_models)
+        .filter(m => m.type === "ColumnDataSource")
+        .map(m => m.data instanceof Map ? Object.fromEntries(m.data) : m.data)
+        .filter(d => column in d)
+        .map(d => Object.fromEntries(Object.entries(d).map(([k, v]) => [k, Array.from(v)])))""",
+                         column)
+
+
+def _choose_topic(page, k: int) -> list[str]:
+    """Choose topic ``k`` in the page's topic chooser; the words table's cells once it is
+    redrawn (slice, prevalence, words of each visible row)."""
+    before = page.locator(".slick-cell").all_inner_texts()
+    page.locator("select").first.select_option(index=k)
+    for _ in range(100):  # the table is redrawn when the page's callback has run
+        after = page.locator(".slick-cell").all_inner_texts()
+        if after != before:
+            break
+        page.wait_for_timeout(100)
+    return after
+
+
+def _open_report(p, path: Path, errors: list[str]) -> Any:
+    """A Chromium page of the report at ``path``, drawn (page errors go to ``errors``)."""
+    browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport={"width": 1320, "height": 900})
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0")
+    page.locator("canvas").first.wait_for()
+    return browser, page
+
+
+def _titles(page) -> list[str]:
+    return page.evaluate("""() => Array.from(Bokeh.documents[0].all_models)
+        .filter(m => m.type === "Title").map(m => m.text)""")
+
+
+def _check_words_table(cells: list[str], words: list[Any], k: int) -> None:
+    """The table's visible rows are the slices of ``words`` in order, with topic k's
+    prevalence and top words there."""
+    rows = [cells[i:i + 3] for i in range(0, len(cells) - 2, 3)]
+    assert rows and len(rows) <= len(words)
+    for r, w in zip(rows, words, strict=False):
+        assert r == [w.label, f"{w.prevalence[k]:.3f}",
+                     " ".join(t for t in w.words[k] if t) or "(its anchor is absent)"]
+
+
+@pytest.mark.slow
+def test_a_timeline_of_a_dated_corpus_renders_in_chromium(sotu_eras, tmp_path):
+    """``report --timeline`` of the State of the Union by store version: in Chromium, one
+    line per topic over the versions, showing the topics moving, and the table of a chosen
+    topic's top words per version, which follows the topic chosen in the page (the words
+    ``streamtopic timeline --words`` recovers)."""
+    from streamtopic.timeline import slice_topics, timeline
+
+    model_path, n_versions = sotu_eras
+    model = st.AnchorTopicModel.load(model_path)
+    sync_playwright = _chromium()
     out = tmp_path / "timeline.html"
     with dask.config.set(scheduler="threads"):
-        res = CliRunner().invoke(main, ["report", str(tmp_path / "m.zarr"), "-o", str(out),
-                                        "--timeline"])
+        res = CliRunner().invoke(main, ["report", str(model_path), "-o", str(out),
+                                        "--timeline", "--top-words", "6"])
     assert res.exit_code == 0, res.output
+    words = [s.top(model.vocab_, 6) for s in slice_topics(model)]
     errors: list[str] = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser, page = _open_report(p, out, errors)
         try:
-            page = browser.new_page(viewport={"width": 1320, "height": 900})
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(out.as_uri())
-            page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0")
-            page.locator("canvas").first.wait_for()
-            lines = page.evaluate("""() => Array.from(Bokeh.documents[0].all_models)
-                .filter(m => m.type === "MultiLine").length""")
-            xs = page.evaluate("""() => Array.from(Bokeh.documents[0].all_models)
-                .filter(m => m.type === "ColumnDataSource")
-                .map(m => m.data instanceof Map ? m.data : new Map(Object.entries(m.data)))
-                .filter(d => d.has("xs")).map(d => d.get("ys").length)""")
-            titles = page.evaluate("""() => Array.from(Bokeh.documents[0].all_models)
-                .filter(m => m.type === "Title").map(m => m.text)""")
+            lines = _bokeh_models(page, "MultiLine")
+            xs = [len(d["ys"]) for d in _sources_with(page, "xs")]
+            titles = _titles(page)
+            first = page.locator(".slick-cell").all_inner_texts()
+            chosen = _choose_topic(page, K - 1)
         finally:
             browser.close()
     assert errors == []
     assert lines >= 1 and xs == [K], (lines, xs)
     assert "Topic prevalence per store version" in titles
-    from streamtopic.timeline import timeline
+    assert [w.label for w in words] == [f"version {v}" for v in range(1, n_versions + 1)]
+    _check_words_table(first, words, 0)
+    _check_words_table(chosen, words, K - 1)
+    assert len(chosen) == 3 * n_versions
+    P = np.array([s.prevalence for s in timeline(model)])
+    assert P.shape == (n_versions, K) and np.ptp(P, axis=0).max() > 0.1  # topics come and go
 
-    P = np.array([s.prevalence for s in timeline(st.AnchorTopicModel.load(tmp_path / "m.zarr"))])
-    assert P.shape == (len(eras), K) and np.ptp(P, axis=0).max() > 0.1  # topics come and go
+
+@pytest.mark.slow
+def test_a_timeline_by_year_renders_in_chromium(sotu_eras, tmp_path):
+    """``report --timeline --time-field year`` of the State of the Union: in Chromium, one
+    line per topic over the years of the addresses on a date axis, and the table of a
+    chosen topic's top words per year, which follows the topic chosen in the page."""
+    from streamtopic.timeline import slice_topics, timeline
+
+    model_path, _ = sotu_eras
+    model = st.AnchorTopicModel.load(model_path)
+    years = timeline(model, time_field="year")
+    assert [s.label for s in years] == sorted({s.label for s in years})
+    assert years[0].label == "1790" and len(years) > 200
+    sync_playwright = _chromium()
+    out = tmp_path / "by_year.html"
+    with dask.config.set(scheduler="threads"):
+        res = CliRunner().invoke(main, ["report", str(model_path), "-o", str(out),
+                                        "--timeline", "--time-field", "year",
+                                        "--top-words", "6"])
+    assert res.exit_code == 0, res.output
+    words = [s.top(model.vocab_, 6) for s in slice_topics(model, time_field="year",
+                                                          slices=years)]
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser, page = _open_report(p, out, errors)
+        try:
+            lines = _sources_with(page, "xs")
+            titles = _titles(page)
+            axes = _bokeh_models(page, "DatetimeAxis")
+            tables = _bokeh_models(page, "DataTable")
+            chosen = _choose_topic(page, K - 1)
+            page.screenshot(path=str(TIMELINE_SCREENSHOT), full_page=True)
+        finally:
+            browser.close()
+    assert errors == []
+    assert "Topic prevalence over time" in titles and axes == 1 and tables == 1
+    assert len(lines) == 1 and len(lines[0]["ys"]) == K
+    assert all(len(x) == len(years) for x in lines[0]["xs"])
+    assert lines[0]["names"][0] == [s.label for s in years]
+    assert [w.label for w in words] == [s.label for s in years]
+    _check_words_table(chosen, words, K - 1)
