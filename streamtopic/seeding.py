@@ -268,7 +268,9 @@ def tandem_rows(rows: np.ndarray, topic: np.ndarray, how: str = DEFAULT_TANDEM) 
 def pinned_entries(named: NamedAnchors | None, K: int, V: int) -> np.ndarray | None:
     """The entries of the topics (K×V bool) the refinement holds at 0: each named word in
     every topic but its own (the anchor property, kept through EM: every token of a named
-    word stays with its topic, which stays about its words). None without named anchors."""
+    word stays with its topic). The refinement also reads each named topic as a mixture
+    with its named words (:data:`~streamtopic.refinement.NAMED_SHARE`), which keeps it about
+    them. None without named anchors."""
     if named is None:
         return None
     pinned = np.zeros((K, V), dtype=bool)

@@ -339,3 +339,62 @@ def test_a_named_word_below_the_automatic_threshold(corpus, anchor_method):
                             anchor_words=[[synth.default_vocab(V)[word]]]).fit(store)
     assert m.anchors_[0] == word and np.unique(m.anchors_).size == K
     assert m.diagnostics_["anchor_min_df"] == auto
+
+
+# ----------------------------------------------------------------------------- refinement
+
+
+def test_named_mixture_mixes_each_named_topic_with_its_named_words():
+    from streamtopic.refinement import named_entries, named_mixture
+    from streamtopic.seeding import pinned_entries
+
+    named = name_anchors([["c", "a"], ["d"]], ["a", "b", "c", "d", "e"], None, 0, 3)
+    pinned = pinned_entries(named, 3, 5)
+    words = named_entries(pinned)
+    assert words.tolist() == [[True, False, True, False, False],
+                              [False, False, False, True, False],
+                              [False] * 5]
+    beta = np.array([[0.0, 0.3, 0.1, 0.0, 0.6], [0.2, 0.2, 0.0, 0.2, 0.4],
+                     [0.2, 0.2, 0.2, 0.2, 0.2]])
+    mixed = named_mixture(beta, words, 0.25)
+    np.testing.assert_allclose(mixed[0], 0.75 * beta[0] + 0.25 * np.array([0, 0, 1, 0, 0]))
+    np.testing.assert_allclose(mixed[1], 0.75 * beta[1] + 0.25 * np.array([0, 0, 0, 1, 0]))
+    np.testing.assert_array_equal(mixed[2], beta[2])  # no named words: as it is
+    np.testing.assert_array_equal(named_mixture(beta, words, 0.0), beta)
+
+
+def test_a_named_topic_started_as_a_catch_all_ends_about_its_words(tmp_path):
+    """Issue 27's gun topic in miniature: four topics of their own words and one of common
+    words in every document. The named topic starts as half its true topic, half the common
+    one (as the spectral stages started 20 Newsgroups' gun topic), the common topic's start
+    is uninformative. Pinning its named word alone, EM keeps the common words in it; with
+    the named words' share of the E-step (``named_share``) it ends at its true topic."""
+    from streamtopic import read_corpus
+    from streamtopic.refinement import refine_topics
+
+    Vs, Ks = 200, 5
+    rng = np.random.default_rng(0)
+    A = np.zeros((Vs, Ks))
+    for k in range(4):
+        A[30 * k:30 * (k + 1), k] = rng.dirichlet(np.ones(30))
+    A[120:, 4] = rng.dirichlet(np.full(80, 0.3))
+    path = tmp_path / "c.h5"
+    synth.write_corpus(path, A, 3000, alpha=np.array([0.05] * 4 + [0.2]), doc_length=60,
+                       seed=1)
+    start = A.T.copy()
+    start[0] = (A[:, 0] + A[:, 4]) / 2
+    start[4] = A.sum(axis=1) / A.sum()
+    pinned = np.zeros((Ks, Vs), dtype=bool)
+    pinned[1:, int(np.argmax(A[:, 0]))] = True
+    vocab = synth.default_vocab(Vs)
+
+    def named_topic(share):
+        res = refine_topics(start, read_corpus(path, blocksize=20_000), vocab, pinned=pinned,
+                            seed=0, **({} if share is None else {"named_share": share}))
+        return res.components[0]
+
+    focused, plain = named_topic(None), named_topic(0.0)
+    common = lambda b: b[120:].sum()  # noqa: E731
+    assert common(focused) < 0.1 < common(plain), (common(focused), common(plain))
+    assert np.abs(focused - A[:, 0]).sum() < 0.2
+    assert set(np.argsort(-focused)[:10]) <= set(range(30))
