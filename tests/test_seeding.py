@@ -235,8 +235,40 @@ def test_tandem_on_a_core_keeps_named_topics_through_refinement(corpus):
     l1 = np.abs(A[:, :2] - m.components_[:2].T).sum(axis=0)
     assert (l1 < 0.3).all(), l1
     assert m.diagnostics_["seeding"]["tandem"] == "mean"
-    with pytest.raises(ValueError, match="tandem anchors"):
-        st.AnchorTopicModel(K, method="plain", anchor_words=groups).fit(store)
+
+
+@pytest.mark.parametrize(("anchor_method", "budget"), [("qr", None), ("sketch", None),
+                                                       ("qr", 4 * 2**20)])
+def test_tandem_over_the_whole_stored_q_fits_as_in_memory(corpus, anchor_method, budget):
+    """Tandem anchors over the whole stored Q (``method='plain'``; Q held in memory, or read
+    by blocks under a small budget): the same anchors and topics as the in-memory stages on
+    the same Q and candidates."""
+    from streamtopic.sketch import frequent_words
+    from streamtopic.spectral import FitSettings, spectral_in_memory
+
+    A, anchors, store = corpus
+    vocab = synth.default_vocab(V)
+    second = [int(next(w for w in np.argsort(-A[:, k]) if w != anchors[k])) for k in (0, 2)]
+    groups = [[vocab[anchors[0]], vocab[second[0]]], [vocab[anchors[1]]],
+              [vocab[anchors[2]], vocab[second[1]]]]
+    m = st.AnchorTopicModel(K, method="plain", anchor_method=anchor_method, seed=0,
+                            anchor_words=groups, tandem="harmonic", memory_budget=budget,
+                            block_rows=64).fit(store)
+    with st.CooccurrenceStore.open(store) as s:
+        Q = np.asarray(s.read_dense(), dtype=np.float64)
+        named = name_anchors(groups, s.vocab, None, 0, K)
+        frequent, _ = frequent_words(s, None)
+    settings = FitSettings(recover="l2", rectify="none", anchor_method="qr", topic_topic="pinv",
+                           refine_passes=0, core_size="all", seed=0)
+    fit = spectral_in_memory(Q / Q.sum(), K, settings, seconds={}, named=named,
+                             tandem="harmonic", candidates=np.union1d(frequent, named.ids))
+    assert m.anchors_.tolist() == fit.anchors.anchors.tolist()
+    assert m.anchors_[:3].tolist() == anchors[:3].tolist()
+    np.testing.assert_allclose(m.components_, fit.A.T, atol=1e-9)
+    np.testing.assert_allclose(m.topic_cooccurrence_, fit.R, atol=1e-9)
+    with pytest.raises(ValueError, match="tandem anchors need a recovery"):
+        st.AnchorTopicModel(K, method="plain", recover="original",
+                            anchor_words=groups).fit(store)
 
 
 def test_exclusions_and_refit(corpus):
