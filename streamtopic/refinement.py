@@ -665,14 +665,14 @@ def named_entries(pinned: np.ndarray) -> np.ndarray:
 def named_mixture(estimate: np.ndarray, named: np.ndarray, share: float) -> np.ndarray:
     """The topics the E-step reads (K×V): each topic k with named words (``named``, K×V
     bool) the mixture (1 − share)·β_k + share·s_k, s_k its estimate ``estimate`` (K×V)
-    restricted to its named words and renormalised; the other topics as they are."""
-    rows = np.flatnonzero(named.any(axis=1))
+    restricted to its named words and renormalised; the other topics (and a named topic
+    whose named words have no mass) as they are."""
+    rows = np.flatnonzero((np.where(named, estimate, 0.0).sum(axis=1) > 0) & named.any(axis=1))
     if share <= 0 or rows.size == 0:
         return estimate
     seed = np.where(named[rows], estimate[rows], 0.0)
-    mass = seed.sum(axis=1, keepdims=True)
     mixed: np.ndarray = estimate.copy()
-    mixed[rows] = (1.0 - share) * estimate[rows] + share * seed / np.where(mass > 0, mass, 1.0)
+    mixed[rows] = (1.0 - share) * estimate[rows] + share * seed / seed.sum(axis=1, keepdims=True)
     return mixed
 
 

@@ -393,6 +393,9 @@ def test_named_mixture_mixes_each_named_topic_with_its_named_words():
     np.testing.assert_allclose(mixed[1], 0.75 * beta[1] + 0.25 * np.array([0, 0, 0, 1, 0]))
     np.testing.assert_array_equal(mixed[2], beta[2])  # no named words: as it is
     np.testing.assert_array_equal(named_mixture(beta, words, 0.0), beta)
+    empty = beta.copy()
+    empty[1, 3], empty[1, 4] = 0.0, 0.6  # a named topic without mass on its named word
+    np.testing.assert_array_equal(named_mixture(empty, words, 0.25)[1], empty[1])
 
 
 def test_a_named_topic_started_as_a_catch_all_ends_about_its_words(tmp_path):
