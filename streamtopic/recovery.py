@@ -800,6 +800,7 @@ def recover_by_blocks(
     Q: Any, src: QBlocks, p: np.ndarray, norms: np.ndarray, anchors: np.ndarray,
     scratch: str, *, method: str, topic_topic: str, tol: float | None = None,
     max_iter: int | None = None, block_rows: int | None = None, progress: bool = False,
+    named_columns: np.ndarray | None = None,
 ) -> BlockRecovery:
     """Recovery on the whole stored Q: A (V×K), p(z), the solver's statistics, Q_SS (K×K)
     and, for ``topic_topic='pinv'``, Aᵀ Q A (K×K).
@@ -813,18 +814,23 @@ def recover_by_blocks(
     fit arrive, (C diag p)ᵀ Q (C diag p) for Aᵀ Q A. Every task reads the blocks of Q it
     uses itself, so no decoded block waits in memory for a consumer. Scratch arrays go to
     the directory ``scratch``; ``block_rows`` sets the rows per fitting task
-    (:func:`rows_per_task`)."""
+    (:func:`rows_per_task`). ``named_columns`` (V×m): the rows of Q̄ the first m topics
+    are fitted against, as columns, instead of their anchors' rows (tandem anchors'
+    combined rows, :mod:`streamtopic.seeding`); they take those anchors' columns of Y."""
     V, K, c = Q.shape[0], anchors.size, src.chunk
     rows_path = os.path.join(scratch, "rows")
     scratch_array(rows_path, (V, 2), (c, 2), data=np.column_stack([p, norms]))
-    g = _RecoveryGraph(src, anchors, rows_path)
+    g = _RecoveryGraph(src, anchors, rows_path, named_columns)
     pinv = topic_topic != "anchor"
     if method == "original":
+        if named_columns is not None:
+            raise ValueError("named_columns need a recovery that fits rows of Q̄, not the "
+                             "original Recover")
         return _recover_original_by_blocks(g, p, scratch, pinv, progress)
     tol, max_iter = solver_defaults(method, K, tol, max_iter)
     if method in KERNEL_SOLVERS:
         width = (K + 1) ** 2 if method == "activeset" else K
-        fitted = g.kernel_fit(rows_per_task(V, c, width, block_rows), safe_inverse(p)[anchors],
+        fitted = g.kernel_fit(rows_per_task(V, c, width, block_rows), g.scale(p),
                               method=method, tol=tol, max_iter=max_iter)
     else:
         fitted = _kl_fits(Q, g, p, rows_per_task(V, c, V, block_rows), tol, max_iter)
@@ -871,7 +877,7 @@ def _kl_fits(
     inv = safe_inverse(p)
     inv_d = da.from_array(inv, chunks=(Q.chunks[0],))
     Qbar = (clone(Q) * inv_d[:, None]).rechunk((rows, V))
-    anchor_rows = (g.Y() * inv[g.anchors][None, :]).T.rechunk((K, V))
+    anchor_rows = (g.Y() * g.scale(p)[None, :]).T.rechunk((K, V))
     out = da.blockwise(
         _kl_block, "ik", Qbar, "ij", anchor_rows, "kj",
         dtype=np.float64, concatenate=True, adjust_chunks={"k": K + 2},
@@ -921,10 +927,18 @@ class _RecoveryGraph:
     dask arrays whose chunks are one row block (V×K arrays) or one K×K array; every task
     reads its own blocks of Q through ``src``."""
 
-    def __init__(self, src: QBlocks, anchors: np.ndarray, rows_path: str) -> None:
+    def __init__(self, src: QBlocks, anchors: np.ndarray, rows_path: str,
+                 columns: np.ndarray | None = None) -> None:
         self.src = src
         self.anchors = np.asarray(anchors, dtype=np.int64)
         self.K = int(self.anchors.size)
+        #: V×m: the first m columns of Y, given (rows of Q̄, so unscaled by 1/p)
+        self.columns = None if columns is None else np.asarray(columns, dtype=np.float64)
+        if self.columns is not None and (self.columns.ndim != 2
+                                         or self.columns.shape[0] != src.V
+                                         or self.columns.shape[1] > self.K):
+            raise ValueError(f"named_columns has shape {self.columns.shape}: expected "
+                             f"({src.V}, m), m <= {self.K}")
         self.nb = src.n_blocks
         self.sizes = src.sizes
         self.rows_path = rows_path
@@ -966,7 +980,20 @@ class _RecoveryGraph:
         self._y = self.graph.row_sums(
             "st-y", parts, keep=lambda i, j, side: ks[j if side == 0 else i].size > 0,
             chunks=(sizes, (K,)))
+        if self.columns is not None:
+            given, summed = self.columns, self._y
+            tasks = {(r, 0): (_given_columns, (summed.name, r, 0), given[self.src.span(r)])
+                     for r in range(nb)}
+            self._y = self.graph.layer("st-y-named", tasks, [summed], (sizes, (K,)))
         return self._y
+
+    def scale(self, p: np.ndarray) -> np.ndarray:
+        """What turns Y's columns into rows of Q̄ (K,): 1/p at the anchors, 1 for the
+        given columns (already rows of Q̄)."""
+        inv_S: np.ndarray = safe_inverse(p)[self.anchors]
+        if self.columns is not None:
+            inv_S[:self.columns.shape[1]] = 1.0
+        return inv_S
 
     def anchor_block(self) -> Any:
         """[YᵀY | Q_SS] (K×2K): the anchors' Gram and their entries of Q, in their order."""
@@ -1063,6 +1090,13 @@ def _anchor_columns(
         right = np.zeros((block.shape[1], K))
         right[:, ks_rows] = block[rows, :].T
     return left, right
+
+
+def _given_columns(Y: np.ndarray, given: np.ndarray) -> np.ndarray:
+    """A row block of Y (n×K) with its first m columns replaced by ``given`` (n×m)."""
+    out = np.array(Y, dtype=np.float64, copy=True)
+    out[:, :given.shape[1]] = given
+    return out
 
 
 def _anchor_gram(anchors: np.ndarray, chunk: int, i: int, Y: np.ndarray) -> np.ndarray:

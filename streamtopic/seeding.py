@@ -17,15 +17,29 @@ element-wise harmonic mean (which keeps a co-occurrence only as large as every w
 tandem supports it) and favour the harmonic mean on their tasks. ``benchmarks/seeded.py``
 measured the three here, on 20 Newsgroups at K = 20 with "space nasa orbit", "hockey nhl"
 and "gun firearms" named (default method, refined; ``benchmarks/results/seeded.json``):
-key words of the three groups among the named topics' top 10, 8 + 8 + 2 with the average,
-9 + 7 + 1 with the harmonic mean and with the minimum; held-out log-likelihood −8.030,
-−8.044 and −8.046 nats/token (unseeded −8.048). The average is the default
-(:data:`DEFAULT_TANDEM`); the margins are small, and ``tandem=`` chooses.
+key words of the three groups among the named topics' top 10, 10 + 8 + 8 with each of the
+three; held-out log-likelihood −8.0289 (mean), −8.0292 (harmonic) and −8.0297 (min)
+nats/token (unseeded −8.0475). Before the refinement read named topics as mixtures with
+their named words (:data:`~streamtopic.refinement.NAMED_SHARE`) the gun topic held 2 key
+words with the average and 1 with the others (held out −8.030, −8.044, −8.046). The
+average is the default (:data:`DEFAULT_TANDEM`); the margins are small, and ``tandem=``
+chooses.
+
+Where a named topic's start comes from: a named word is rarely a true anchor (a vertex of
+the rows of Q̄), and its row, mostly its documents' common words, lies inside the others'
+hull. The recovery then fits the common words largely on it: on 20 Newsgroups' core the
+spectral gun topic held 18% of the tokens (space 16%; the groups' documents hold 3.0% and
+2.8%), p(gun topic | "people") = 0.53, and its top 10 held no key word (the preview of a
+refit without refinement shows this start). The refinement corrects it, but only with the
+mixture above: from this start EM alone ended at 2 key words, and at 2 also from the
+groups' own word frequencies as the named topics' start.
 
 The recovery then fits every word's row against the K anchor rows: for a tandem anchor, its
-combined row (:func:`~streamtopic.spectral.choose_anchors`). That needs the rows in memory:
-tandem anchors are for the fits on a core vocabulary (``method='rectified'``, the default)
-or on a Q held in memory; single-word named anchors work everywhere.
+combined row (:func:`~streamtopic.spectral.choose_anchors`). On a core vocabulary the rows
+are in memory; over the whole stored Q the tandem's words' rows are read (a strip of Q per
+word), combined, and given to the anchor search (projected like the sketch's rows for
+``anchor_method='sketch'``) and to the recovery as the first anchor columns
+(:func:`~streamtopic.recovery.recover_by_blocks`' ``named_columns``).
 
 Words are checked before anything runs (:func:`name_anchors`): a word outside the vocabulary,
 below the anchor document-frequency threshold, named twice or also excluded is one
@@ -45,8 +59,8 @@ import numpy as np
 from .rectification import RectifyResult, rectify_in_memory
 
 __all__ = ["DEFAULT_TANDEM", "NAMED_MIN_DF", "TANDEM_METHODS", "NamedAnchors", "anchor_groups",
-           "excluded_ids", "lookup_words", "name_anchors", "pinned_entries", "read_anchor_words",
-           "rectified_core", "settings_record", "store_named_ids",
+           "check_named_anchors", "excluded_ids", "lookup_words", "name_anchors",
+           "pinned_entries", "read_anchor_words", "rectified_core", "settings_record",
            "tandem_rows", "without"]
 
 #: Documents a named anchor word needs unless ``anchor_min_df`` is given: the floor of the
@@ -268,7 +282,9 @@ def tandem_rows(rows: np.ndarray, topic: np.ndarray, how: str = DEFAULT_TANDEM) 
 def pinned_entries(named: NamedAnchors | None, K: int, V: int) -> np.ndarray | None:
     """The entries of the topics (K×V bool) the refinement holds at 0: each named word in
     every topic but its own (the anchor property, kept through EM: every token of a named
-    word stays with its topic, which stays about its words). None without named anchors."""
+    word stays with its topic). The refinement also reads each named topic as a mixture
+    with its named words (:data:`~streamtopic.refinement.NAMED_SHARE`), which keeps it about
+    them. None without named anchors."""
     if named is None:
         return None
     pinned = np.zeros((K, V), dtype=bool)
@@ -306,20 +322,18 @@ def rectified_core(Q: np.ndarray, n_topics: int, *, method: str, n_iter: int,
     return kept
 
 
-def store_named_ids(named: NamedAnchors | None, anchor_method: str) -> np.ndarray | None:
-    """The named anchors' word ids for the spectral stages over the whole stored Q, which
-    fit every row against the anchors' own rows: single words only."""
+def check_named_anchors(named: NamedAnchors | None, anchor_method: str, recover: str) -> None:
+    """Refuse named anchors a fit cannot honour, before any stage runs: with the LP anchor
+    search (which cannot be conditioned on them), and tandem anchors with the original
+    Recover (which fits columns of Q, not rows of Q̄ against the anchors' rows)."""
     if named is None:
-        return None
+        return
     if anchor_method == "lp":
         raise ValueError("anchor_words needs anchor_method 'qr', 'exact' or 'sketch' "
                          "(the LP search cannot be conditioned on named anchors)")
-    if named.tandem:
-        raise ValueError(
-            "tandem anchors (several words for one topic) need the spectral stages in memory: "
-            "method='rectified' with refinement (a core vocabulary); over the whole stored "
-            "Q name one word per topic")
-    return named.first
+    if named.tandem and recover == "original":
+        raise ValueError("tandem anchors need a recovery that fits rows of Q̄ (recover "
+                         "'l2', 'kl', 'admm' or 'activeset'), not the original Recover")
 
 
 def settings_record(named: NamedAnchors | None, excluded: Sequence[str] | None,

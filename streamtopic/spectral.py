@@ -44,7 +44,7 @@ from ._numeric import safe_inverse
 from ._random import DEFAULT_SEED, resolve_seed
 from ._scratch import disk_bytes
 from .anchors import AnchorResult, find_anchors, find_anchors_lp, find_anchors_qr
-from .cluster import MEMORY_SHARE, MemoryBudget, current_client, local_memory
+from .cluster import MEMORY_SHARE, MemoryBudget, compute, current_client, local_memory
 from .passes import QBlocks
 from .recovery import (
     anchor_topic_cooccurrence,
@@ -58,10 +58,10 @@ from .seeding import (
     DEFAULT_TANDEM,
     NAMED_MIN_DF,
     NamedAnchors,
+    check_named_anchors,
     excluded_ids,
     name_anchors,
     rectified_core,
-    store_named_ids,
     tandem_rows,
     without,
 )
@@ -73,13 +73,14 @@ from .sketch import (
     frequent_words,
     row_sums_and_norms,
     sketch_points,
+    sketch_rows,
 )
 from .store import CooccurrenceStore, StoreError, read_array_dense
 from .workspace import rectified_key, rectified_target
 
 __all__ = ["ANCHOR_METHODS", "CORE_COPIES", "CORE_MIN", "CORE_PER_TOPIC", "EXACT_MAX_V",
            "METHODS", "TOPIC_TOPIC_METHODS", "FitPlan", "FitSettings", "Seeding", "Spectral",
-           "allowed_words", "auto_core_size", "choose_anchors", "core_words",
+           "allowed_words", "auto_core_size", "choose_anchors", "core_words", "named_store_rows",
            "rectification_record", "resolve_seeding", "spectral_core", "spectral_in_memory",
            "spectral_store", "topic_topic"]
 
@@ -279,6 +280,7 @@ def choose_anchors(
     settings: FitSettings, n_topics: int, Q: Any, points: Any, p: Array, norms: Array,
     candidates: Array, *, in_memory: bool, memory_budget: int, cleanup: bool = True,
     progress: bool = False, named: NamedAnchors | None = None, tandem: str = DEFAULT_TANDEM,
+    named_points: Array | None = None,
 ) -> tuple[AnchorResult, Array | None]:
     """The anchors by ``settings.anchor_method``, for both paths, the ``named`` ones first.
 
@@ -287,22 +289,18 @@ def choose_anchors(
     whole vocabulary; unused by 'qr'), ``p`` and ``norms`` (n,) Q's row sums and Q̄'s squared
     row norms, ``candidates`` the rows that may become free anchors. FastAnchorWords runs in
     double precision on exact rows, in single on a sketch. Named anchors (ids of ``Q``'s
-    rows) condition the search: it starts with their rows projected out; in memory a tandem
-    anchor's row combines its words' rows of Q̄ (``tandem``). Returns the anchors and, when
-    a tandem is among them, the K anchor rows (K×n) the recovery fits against (else None)."""
+    rows) condition the search: it starts with their rows projected out; a tandem anchor's
+    row combines its words' rows of Q̄ (``tandem``): in memory from ``points``, over the
+    whole stored Q given by the caller as ``named_points`` (m×d, the named topics' rows in
+    the points' space: :func:`named_store_rows`). Returns the anchors and, in memory when a
+    tandem is among them, the K anchor rows (K×n) the recovery fits against (else None)."""
     method, K = settings.anchor_method, int(n_topics)
     first, rows = None, None
     if named is not None:
-        if not in_memory:
-            first = store_named_ids(named, method)  # single words only
-        elif method == "lp":
-            raise ValueError("anchor_words needs anchor_method 'qr', 'exact' or 'sketch' "
-                             "(the LP search cannot be conditioned on named anchors)")
-        else:
-            if named.tandem and settings.recover == "original":
-                raise ValueError("tandem anchors need a recovery that fits rows of Q̄ (recover "
-                                 "'l2', 'kl', 'admm' or 'activeset'), not the original Recover")
-            first, rows = named.first, tandem_rows(points[named.ids], named.topic, tandem)
+        check_named_anchors(named, method, settings.recover)
+        first = named.first
+        rows = (tandem_rows(points[named.ids], named.topic, tandem) if in_memory
+                else named_points)
     if method == "qr":
         res = find_anchors_qr(Q, p, K, candidates, in_memory=in_memory or None, norms=norms,
                               memory_budget=memory_budget, progress=progress, named=first,
@@ -314,7 +312,7 @@ def choose_anchors(
         res = find_anchors(points, K, candidates, cleanup=cleanup,
                            precision="double" if precise else "single", named=first,
                            named_rows=rows)
-    if named is None or rows is None or not named.tandem:
+    if named is None or rows is None or not named.tandem or not in_memory:
         return res, None
     return res, np.vstack([rows, points[res.anchors[named.m:]]])
 
@@ -503,7 +501,7 @@ def spectral_store(plan: FitPlan, store: CooccurrenceStore, scratch: str,
     when a few V×V copies fit the budget). ``held`` keeps the rectified cache entry the
     fit reads until the fit ends."""
     s, seeds = plan.settings, seeds or Seeding()
-    store_named_ids(seeds.named, s.anchor_method)  # refused before Q is read
+    check_named_anchors(seeds.named, s.anchor_method, s.recover)  # refused before Q is read
     stored = stored_q(plan, store, scratch, seconds, held)
     Q, src = stored.Q, stored.blocks
     t0 = time.perf_counter()
@@ -517,23 +515,63 @@ def spectral_store(plan: FitPlan, store: CooccurrenceStore, scratch: str,
     seconds["sketch"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
+    combined = named_points = None
+    if seeds.named is not None and seeds.named.tandem:
+        combined = named_store_rows(Q if stored.held is None else stored.held, p,
+                                    seeds.named, plan.tandem, progress=plan.progress)
+        named_points = _in_points(plan, src, combined, points, seeds.named)
     res, _ = choose_anchors(s, plan.n_topics, Q if stored.held is None else stored.held,
                             points, p, norms, candidates, in_memory=False,
                             memory_budget=plan.budget.bytes, cleanup=plan.cleanup,
-                            progress=plan.progress, named=seeds.named)
+                            progress=plan.progress, named=seeds.named,
+                            named_points=named_points)
     del points
     seconds["anchors"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
+    # a tandem anchor is no word: its topic-topic entries come from A† Q A†ᵀ
+    how = "pinv" if combined is not None else s.topic_topic
     rec = recover_by_blocks(Q, src, p, norms, res.anchors, scratch, method=s.recover,
-                            topic_topic=s.topic_topic, tol=plan.tol, max_iter=plan.max_iter,
-                            block_rows=plan.block_rows, progress=plan.progress)
+                            topic_topic=how, tol=plan.tol, max_iter=plan.max_iter,
+                            block_rows=plan.block_rows, progress=plan.progress,
+                            named_columns=None if combined is None else combined.T)
     seconds["recovery"] = time.perf_counter() - t0
-    R = topic_topic(s.topic_topic, rec.A, res.anchors, rec.Q_SS, rec.AtQA)
+    R = topic_topic(how, rec.A, res.anchors, rec.Q_SS, rec.AtQA)
     return Spectral(A=rec.A, prevalence=rec.prevalence, R=R, p=p, anchors=res,
                     n_candidates=int(candidates.size), solver=rec.solver,
                     rectification=stored.rectification, start=rec.A.T, core=None,
                     anchor_min_df=min_df)
+
+
+def named_store_rows(Q: Any, p: Array, named: NamedAnchors, how: str, *,
+                     progress: bool = False) -> Array:
+    """The named topics' rows of Q̄ (m×V) over the whole stored Q (V×V: a dask array, or
+    held in memory), ``p`` (V,) its row sums: the named words' rows read (a strip of Q's
+    blocks per word), scaled by 1/p and combined per topic by ``how``
+    (:func:`~streamtopic.seeding.tandem_rows`)."""
+    ids = np.asarray(named.ids, dtype=np.int64)
+    if isinstance(Q, np.ndarray):
+        rows = np.asarray(Q[ids], dtype=np.float64)
+    else:
+        (rows,) = compute(Q[ids], progress=progress, label="named rows")
+        rows = np.asarray(rows, dtype=np.float64)
+    rows = rows * safe_inverse(p)[ids][:, None]
+    return tandem_rows(rows, named.topic, how)
+
+
+def _in_points(plan: FitPlan, src: QBlocks, rows: Array, points: Any,
+               named: NamedAnchors) -> Array:
+    """The named topics' rows of Q̄ (``rows``, m×V) as points of the anchor search: as
+    they are for 'qr' (rows of Q̄) and the exact points; for the sketch, a single word's
+    point as the sketch holds it and a tandem's combined row projected as the sketch's
+    rows were (:func:`~streamtopic.sketch.sketch_rows`)."""
+    if plan.settings.anchor_method != "sketch":
+        return rows
+    out = np.array(points[named.first], dtype=np.float64)
+    several = np.flatnonzero(np.diff(np.r_[named.starts, named.ids.size]) > 1)
+    d = int(min(plan.sketch_dim, src.V))
+    out[several] = sketch_rows(rows[several], src, d, plan.seed)
+    return out
 
 
 def _points(plan: FitPlan, Q: Any, src: QBlocks, scratch: str,

@@ -235,8 +235,40 @@ def test_tandem_on_a_core_keeps_named_topics_through_refinement(corpus):
     l1 = np.abs(A[:, :2] - m.components_[:2].T).sum(axis=0)
     assert (l1 < 0.3).all(), l1
     assert m.diagnostics_["seeding"]["tandem"] == "mean"
-    with pytest.raises(ValueError, match="tandem anchors"):
-        st.AnchorTopicModel(K, method="plain", anchor_words=groups).fit(store)
+
+
+@pytest.mark.parametrize(("anchor_method", "budget"), [("qr", None), ("sketch", None),
+                                                       ("qr", 4 * 2**20)])
+def test_tandem_over_the_whole_stored_q_fits_as_in_memory(corpus, anchor_method, budget):
+    """Tandem anchors over the whole stored Q (``method='plain'``; Q held in memory, or read
+    by blocks under a small budget): the same anchors and topics as the in-memory stages on
+    the same Q and candidates."""
+    from streamtopic.sketch import frequent_words
+    from streamtopic.spectral import FitSettings, spectral_in_memory
+
+    A, anchors, store = corpus
+    vocab = synth.default_vocab(V)
+    second = [int(next(w for w in np.argsort(-A[:, k]) if w != anchors[k])) for k in (0, 2)]
+    groups = [[vocab[anchors[0]], vocab[second[0]]], [vocab[anchors[1]]],
+              [vocab[anchors[2]], vocab[second[1]]]]
+    m = st.AnchorTopicModel(K, method="plain", anchor_method=anchor_method, seed=0,
+                            anchor_words=groups, tandem="harmonic", memory_budget=budget,
+                            block_rows=64).fit(store)
+    with st.CooccurrenceStore.open(store) as s:
+        Q = np.asarray(s.read_dense(), dtype=np.float64)
+        named = name_anchors(groups, s.vocab, None, 0, K)
+        frequent, _ = frequent_words(s, None)
+    settings = FitSettings(recover="l2", rectify="none", anchor_method="qr", topic_topic="pinv",
+                           refine_passes=0, core_size="all", seed=0)
+    fit = spectral_in_memory(Q / Q.sum(), K, settings, seconds={}, named=named,
+                             tandem="harmonic", candidates=np.union1d(frequent, named.ids))
+    assert m.anchors_.tolist() == fit.anchors.anchors.tolist()
+    assert m.anchors_[:3].tolist() == anchors[:3].tolist()
+    np.testing.assert_allclose(m.components_, fit.A.T, atol=1e-9)
+    np.testing.assert_allclose(m.topic_cooccurrence_, fit.R, atol=1e-9)
+    with pytest.raises(ValueError, match="tandem anchors need a recovery"):
+        st.AnchorTopicModel(K, method="plain", recover="original",
+                            anchor_words=groups).fit(store)
 
 
 def test_exclusions_and_refit(corpus):
@@ -339,3 +371,65 @@ def test_a_named_word_below_the_automatic_threshold(corpus, anchor_method):
                             anchor_words=[[synth.default_vocab(V)[word]]]).fit(store)
     assert m.anchors_[0] == word and np.unique(m.anchors_).size == K
     assert m.diagnostics_["anchor_min_df"] == auto
+
+
+# ----------------------------------------------------------------------------- refinement
+
+
+def test_named_mixture_mixes_each_named_topic_with_its_named_words():
+    from streamtopic.refinement import named_entries, named_mixture
+    from streamtopic.seeding import pinned_entries
+
+    named = name_anchors([["c", "a"], ["d"]], ["a", "b", "c", "d", "e"], None, 0, 3)
+    pinned = pinned_entries(named, 3, 5)
+    words = named_entries(pinned)
+    assert words.tolist() == [[True, False, True, False, False],
+                              [False, False, False, True, False],
+                              [False] * 5]
+    beta = np.array([[0.0, 0.3, 0.1, 0.0, 0.6], [0.2, 0.2, 0.0, 0.2, 0.4],
+                     [0.2, 0.2, 0.2, 0.2, 0.2]])
+    mixed = named_mixture(beta, words, 0.25)
+    np.testing.assert_allclose(mixed[0], 0.75 * beta[0] + 0.25 * np.array([0, 0, 1, 0, 0]))
+    np.testing.assert_allclose(mixed[1], 0.75 * beta[1] + 0.25 * np.array([0, 0, 0, 1, 0]))
+    np.testing.assert_array_equal(mixed[2], beta[2])  # no named words: as it is
+    np.testing.assert_array_equal(named_mixture(beta, words, 0.0), beta)
+    empty = beta.copy()
+    empty[1, 3], empty[1, 4] = 0.0, 0.6  # a named topic without mass on its named word
+    np.testing.assert_array_equal(named_mixture(empty, words, 0.25)[1], empty[1])
+
+
+def test_a_named_topic_started_as_a_catch_all_ends_about_its_words(tmp_path):
+    """Issue 27's gun topic in miniature: four topics of their own words and one of common
+    words in every document. The named topic starts as half its true topic, half the common
+    one (as the spectral stages started 20 Newsgroups' gun topic), the common topic's start
+    is uninformative. Pinning its named word alone, EM keeps the common words in it; with
+    the named words' share of the E-step (``named_share``) it ends at its true topic."""
+    from streamtopic import read_corpus
+    from streamtopic.refinement import refine_topics
+
+    Vs, Ks = 200, 5
+    rng = np.random.default_rng(0)
+    A = np.zeros((Vs, Ks))
+    for k in range(4):
+        A[30 * k:30 * (k + 1), k] = rng.dirichlet(np.ones(30))
+    A[120:, 4] = rng.dirichlet(np.full(80, 0.3))
+    path = tmp_path / "c.h5"
+    synth.write_corpus(path, A, 3000, alpha=np.array([0.05] * 4 + [0.2]), doc_length=60,
+                       seed=1)
+    start = A.T.copy()
+    start[0] = (A[:, 0] + A[:, 4]) / 2
+    start[4] = A.sum(axis=1) / A.sum()
+    pinned = np.zeros((Ks, Vs), dtype=bool)
+    pinned[1:, int(np.argmax(A[:, 0]))] = True
+    vocab = synth.default_vocab(Vs)
+
+    def named_topic(share):
+        res = refine_topics(start, read_corpus(path, blocksize=20_000), vocab, pinned=pinned,
+                            seed=0, **({} if share is None else {"named_share": share}))
+        return res.components[0]
+
+    focused, plain = named_topic(None), named_topic(0.0)
+    common = lambda b: b[120:].sum()  # noqa: E731
+    assert common(focused) < 0.1 < common(plain), (common(focused), common(plain))
+    assert np.abs(focused - A[:, 0]).sum() < 0.2
+    assert set(np.argsort(-focused)[:10]) <= set(range(30))
