@@ -82,6 +82,8 @@ __all__ = [
 #: a lower ``anchor_min_df`` (200 or 100) with either is worse still (0.219-0.235).
 ANCHOR_MAX_SHARE = 0.05
 ANCHOR_MAX_RATIO = 5.0
+#: Rows of Q̄ that :func:`undominated` copies at a time.
+UNDOMINATED_ROWS = 256
 
 
 def undominated(points: np.ndarray, candidates: np.ndarray, at_least: int,
@@ -96,9 +98,12 @@ def undominated(points: np.ndarray, candidates: np.ndarray, at_least: int,
     cand = np.asarray(candidates, dtype=np.int64)
     if cand.size == 0:
         return cand
-    rows = np.array(points[cand], dtype=np.float64)
-    rows[np.arange(cand.size), cand] = 0.0  # the word with itself
-    top = rows.max(axis=1)
+    top = np.empty(cand.size)
+    for a in range(0, cand.size, UNDOMINATED_ROWS):  # no |candidates|×n copy at once
+        ids = cand[a:a + UNDOMINATED_ROWS]
+        rows = np.array(points[ids], dtype=np.float64)
+        rows[np.arange(ids.size), ids] = 0.0  # the word with itself
+        top[a:a + ids.size] = rows.max(axis=1)
     keep = top <= max(share, ratio * float(np.median(top)))
     if int(keep.sum()) < at_least:
         keep = np.zeros(cand.size, dtype=bool)
