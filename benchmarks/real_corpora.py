@@ -69,7 +69,12 @@ Usage::
     python benchmarks/real_corpora.py [--corpora 20ng,kos,sotu] [--topics 20,50] [--repeats N]
         [--methods NAME,...] [--mode compare|min-df|both] [--quick] [--seed S]
         [--add-streamtopic 'NAME=ARGS'] [--workdir DIR] [--keep] [--out PATH]
-        [--quiet-wait SECONDS] [--gensim-workers N]
+        [--quiet-wait SECONDS] [--gensim-workers N] [--baselines-from JSON]
+
+``--baselines-from JSON`` reuses the baselines' runs (topics' scores, times, RSS) of an earlier
+results file, in turn, for each corpus and K whose shared tokens are the same (V, training
+documents and tokens), instead of running them again; each reused run records where it came
+from (``reused_from``). Only streamtopic then runs: its verdicts are judged against those runs.
 
 ``--repeats N`` runs every method N times, in turns (one run of each method, then the next
 round); times are medians. ``--quick``: the first corpus only, K = 20, 1 repeat, no waiting.
@@ -629,6 +634,7 @@ class CorpusRun:
         self.train: Any = None
         self.vocab: list[str] = []
         self.entry: dict[str, Any] = {"title": CORPORA[name], **data, "runs": {}}
+        self._reused: dict[tuple[str, int], int] = {}  # cached baseline runs handed out
 
     def order(self) -> list[str]:
         """Methods in their turn: the reference first while the shared tokens are missing."""
@@ -653,6 +659,9 @@ class CorpusRun:
             comp = rec.pop("_model").components_ if "_model" in rec else None
         elif self.tokens is None:
             return {"skipped": "no shared tokens: no streamtopic run has succeeded yet"}
+        elif (cached := self._cached_baseline(method, K)) is not None:
+            _log_run(self.name, K, method, cached)
+            return cached
         else:
             rec = run_baseline(method, K, a.seed, self.tokens, self.work, a.gensim_workers)
             comp = rec.pop("_components", None)
@@ -664,6 +673,27 @@ class CorpusRun:
                 rec["scores"] = score(comp, self.vocab, self.test, self.train)
                 rec["scoring_seconds"] = time.perf_counter() - t0
         _log_run(self.name, K, method, rec)
+        return rec
+
+    def _cached_baseline(self, method: str, K: int) -> dict[str, Any] | None:
+        """A baseline's next run from ``--baselines-from`` (an earlier results file), in
+        turn, when that file has runs of it on this corpus and K over the same tokens (the
+        same V and the same training documents and tokens); else None (run it)."""
+        old = (self.args.baselines_from or {}).get("corpora", {}).get(self.name, {})
+        runs = [r for r in old.get("runs", {}).get(str(K), {}).get(method, [])
+                if "scores" in r]
+        mine, theirs = self.tokens or {}, old.get("tokens", {})
+        same = (mine.get("V") == theirs.get("V")
+                and mine.get("train", {}).get("n_tokens") == theirs.get("train", {}).get("n_tokens")
+                and mine.get("train", {}).get("n_docs") == theirs.get("train", {}).get("n_docs"))
+        if not runs or not same:
+            return None
+        taken = self._reused.setdefault((method, K), 0)
+        self._reused[(method, K)] = taken + 1
+        rec = dict(runs[taken % len(runs)])
+        rec["reused_from"] = {"file": self.args.baselines_from_path,
+                              "started_at": self.args.baselines_from.get("started_at"),
+                              "repeat": rec.get("repeat")}
         return rec
 
     def _after_streamtopic(self, method: str, rec: dict[str, Any]) -> None:
@@ -923,6 +953,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default=None, help="JSON output file.")
     p.add_argument("--quiet-wait", type=float, default=None, metavar="SECONDS",
                    help="Longest wait for idle CPUs before each run (default 120; quick 0).")
+    p.add_argument("--baselines-from", metavar="JSON", default=None,
+                   help="An earlier results file: its baseline runs (same corpus, K and "
+                        "tokens) are reused, in turn, instead of running the baselines again.")
     p.add_argument("--child", metavar="SPEC", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -943,6 +976,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if [m for m in args.methods if m not in known]:
         p.error(f"--methods: known methods are {', '.join(known)}")
     args.out = args.out or (DEFAULT_OUT_MIN_DF if args.mode == "min-df" else DEFAULT_OUT)
+    args.baselines_from_path = args.baselines_from
+    if args.baselines_from:
+        with open(args.baselines_from) as fh:
+            args.baselines_from = json.load(fh)
     wait = args.quiet_wait if args.quiet_wait is not None else (0.0 if args.quick else 120.0)
     fitbench.QUIET_WAIT["seconds"] = max(0.0, wait)
     args.workdir = os.path.abspath(args.workdir)
@@ -986,6 +1023,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                      "repeats": args.repeats, "seed": args.seed, "methods": args.methods,
                      "streamtopic_methods": args.streamtopic_methods, "baselines": BASELINES,
                      "gensim_workers": args.gensim_workers, "tomotopy_workers": CORES,
+                     "baselines_from": args.baselines_from_path,
                      "top_n": TOP_N, "npmi_top": NPMI_TOP, "heldout_seed": HELDOUT_SEED,
                      "junk": {"top": JUNK_TOP, "min": JUNK_MIN,
                               "letters_only": LETTERS_ONLY.pattern,

@@ -43,7 +43,13 @@ import zarr
 from ._numeric import safe_inverse
 from ._random import DEFAULT_SEED, resolve_seed
 from ._scratch import disk_bytes
-from .anchors import AnchorResult, find_anchors, find_anchors_lp, find_anchors_qr
+from .anchors import (
+    AnchorResult,
+    find_anchors,
+    find_anchors_lp,
+    find_anchors_qr,
+    undominated,
+)
 from .cluster import MEMORY_SHARE, MemoryBudget, compute, current_client, local_memory
 from .passes import QBlocks
 from .recovery import (
@@ -436,7 +442,10 @@ def spectral_in_memory(
     settings : FitSettings
         The stages' choices (``recover``, ``rectify``, ``anchor_method``, ``topic_topic``).
     candidates : ndarray of int, optional
-        Rows that may become anchors (default: every row with mass).
+        Rows that may become anchors (default: every row with mass); of those, the rows of
+        Q̄ (rectified) that put far more of their mass on one other word than the others do
+        are left out (:func:`~streamtopic.anchors.undominated`; not with the LP anchors,
+        whose thresholds come from the rows' noise).
     seconds : dict
         Receives each stage's wall time.
     named : NamedAnchors, optional
@@ -464,6 +473,9 @@ def spectral_in_memory(
     cand = np.flatnonzero(p > 0) if candidates is None else candidates[p[candidates] > 0]
     t0 = time.perf_counter()
     Qbar = Q * inv[:, None]
+    if settings.anchor_method != "lp":  # the LP sets its own noise thresholds
+        free = undominated(Qbar, cand, K)
+        cand = free if named is None else np.union1d(free, cand[np.isin(cand, named.ids)])
     norms = np.einsum("ij,ij->i", Qbar, Qbar)
     res, anchor_rows = choose_anchors(replace(settings, seed=seed), K, Q, Qbar, p, norms, cand,
                                       in_memory=True, memory_budget=2**62, cleanup=cleanup,

@@ -264,3 +264,39 @@ def test_cli_reports_a_bad_fit_option_before_ingesting(tmp_path):
                                         "-o", str(tmp_path / "m.zarr"), "--core-size", "5"])
     assert res.exit_code != 0 and "core_size=5" in res.output
     assert not (tmp_path / "m.zarr.store").exists()  # nothing was ingested
+
+
+def test_rows_dominated_by_one_pair_do_not_become_anchors():
+    """Two-token documents put a frequent word's co-occurrence on one partner (20
+    Newsgroups' "sorry test"): the core stages leave both rows out of the free anchors
+    (:func:`~streamtopic.anchors.undominated`) and find the planted ones, whose peaked rows
+    stay candidates. Without the rule the pair takes two anchors. (Not rectified: a
+    population Q with a spike is not of rank K, and rectification rewrites it.)"""
+    from streamtopic.anchors import undominated
+
+    Vs, Ks = 300, 6
+    A, planted = synth.dirichlet_topics_with_anchors(Vs, Ks, beta=0.05, seed=3)
+    Q = synth.population_cooccurrence(A, 0.1)
+    Q /= Q.sum()
+    p = Q.sum(axis=1)
+    order = [w for w in np.argsort(-p) if w not in set(np.asarray(planted).tolist())]
+    w, j = int(order[0]), int(order[20])  # the most frequent word and a partner
+    spiked = Q.copy()
+    spiked[w, j] += p[w] / 2  # documents "w j"
+    spiked[j, w] += p[w] / 2
+    spiked /= spiked.sum()
+    s = FitSettings(recover="activeset", rectify="none", anchor_method="qr",
+                    topic_topic="anchor", refine_passes=0, core_size="all")
+    got = spectral_in_memory(spiked, Ks, s, seed=0, seconds={})
+    assert w not in got.anchors.anchors and j not in got.anchors.anchors
+    assert sorted(got.anchors.anchors.tolist()) == sorted(np.asarray(planted).tolist())
+    # the rule itself: the dominated row goes, the peaked planted rows stay
+    Qbar = spiked / spiked.sum(axis=1, keepdims=True)
+    kept = undominated(Qbar, np.arange(Vs), Ks)
+    assert w not in kept and np.isin(planted, kept).all()
+    # too few pass: the least dominated are kept, in their order
+    three = np.array([w, j, int(planted[0])])
+    off = Qbar[three].copy()
+    off[np.arange(3), three] = 0
+    least = np.sort(np.argsort(off.max(axis=1))[:2])
+    assert undominated(Qbar, three, 2, share=0.0, ratio=0.0).tolist() == three[least].tolist()
