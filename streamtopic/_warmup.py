@@ -41,8 +41,6 @@ import threading
 import time
 from typing import Any
 
-import numpy as np
-
 __all__ = ["WARMUP_ENV", "cache_is_warm", "start", "wait", "warm_up"]
 
 #: ``0`` turns the warm-up off.
@@ -50,12 +48,21 @@ WARMUP_ENV = "STREAMTOPIC_WARMUP"
 log = logging.getLogger("streamtopic")
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
-_CHILD = "from streamtopic._warmup import warm_up; warm_up()"
+# The child loads the kernels' module alone, under its own name (numba's cache is keyed on
+# the file): importing the package (Dask, zarr, scipy …) would cost it 1.1 s more of CPU.
+_CHILD = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("streamtopic._kernels", sys.argv[1])
+kernels = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = kernels
+spec.loader.exec_module(kernels)
+kernels.compile_refinement_kernels()
+"""
 
 
 def warm_up() -> float:
-    """Compile (or load from numba's cache) the refinement's E-step kernel with the argument
-    types the refinement passes it, by one call on a two-word document.
+    """Compile (or load from numba's cache) the refinement's kernels with the argument types
+    the refinement passes them (:func:`streamtopic._kernels.compile_refinement_kernels`).
 
     Returns
     -------
@@ -63,26 +70,19 @@ def warm_up() -> float:
         The seconds it took.
     """
     t0 = time.perf_counter()
-    from ._kernels import cvb0_estep
+    from ._kernels import compile_refinement_kernels
 
-    indptr = np.array([0, 2], dtype=np.int64)
-    indices = np.array([0, 1], dtype=np.int32)
-    data = np.ones(2)
-    beta_t = np.full((2, 2), 0.5, dtype=np.float32)  # the partition's U×K rows of βᵀ
-    counts, step = np.empty((1, 2)), np.empty((1, 2), dtype=np.float32)
-    out = np.zeros((2, 2))
-    alpha = np.full(2, 0.01, dtype=np.float32)
-    cvb0_estep(indptr, indices, data, beta_t, alpha, 1e-3, 10, counts, step, False, out)
+    compile_refinement_kernels()
     return time.perf_counter() - t0
 
 
 def cache_is_warm() -> bool:
-    """Whether numba's cache holds the kernel (its index file exists; a stale one, after an
-    edit of the source, counts as warm: the first call then compiles, as without warm-up).
-    True when numba's cache cannot be inspected."""
-    from ._kernels import cvb0_estep
+    """Whether numba's cache holds the E-step kernel (its index file exists; a stale one,
+    after an edit of the source, counts as warm: the first call then compiles, as without
+    warm-up). True when numba's cache cannot be inspected."""
+    from ._kernels import cvb0_documents
 
-    dispatcher: Any = cvb0_estep  # numba's Dispatcher: its cache is not in its type
+    dispatcher: Any = cvb0_documents  # numba's Dispatcher: its cache is not in its type
     try:
         index = dispatcher._cache._cache_file._index_path
     except AttributeError:  # another numba: do nothing rather than guess
@@ -91,11 +91,13 @@ def cache_is_warm() -> bool:
 
 
 def _compile_in_child() -> None:
+    from . import _kernels
+
     t0 = time.perf_counter()
     try:
-        res = subprocess.run([sys.executable, "-c", _CHILD], stdin=subprocess.DEVNULL,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600,
-                             check=False)
+        res = subprocess.run([sys.executable, "-c", _CHILD, _kernels.__file__],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, timeout=600, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         log.info("EM kernel warm-up failed: %s", exc)
         return
