@@ -465,7 +465,7 @@ def compile_refinement_kernels() -> None:
     add_rows(np.zeros((3, 2)), np.array([0, 2], dtype=np.int64), out)
 
 
-@njit(nogil=True, cache=True)
+@_inlined()
 def _mixture_step(theta: np.ndarray, acc: np.ndarray, indices: np.ndarray, data: np.ndarray,
                   p0: int, p1: int, At: np.ndarray) -> None:
     """``acc`` (K,) ← Σ_w h_w A_w / (θ·A_w) over one document's entries p0:p1."""
@@ -482,7 +482,7 @@ def _mixture_step(theta: np.ndarray, acc: np.ndarray, indices: np.ndarray, data:
             acc[k] += r * row[k]
 
 
-@njit(nogil=True, cache=True)
+@_inlined()
 def _mixture_em(t: np.ndarray, out: np.ndarray, acc: np.ndarray, indices: np.ndarray,
                 data: np.ndarray, p0: int, p1: int, At: np.ndarray, alpha: np.ndarray, n: float,
                 alpha0: float) -> float:
@@ -495,7 +495,7 @@ def _mixture_em(t: np.ndarray, out: np.ndarray, acc: np.ndarray, indices: np.nda
     return moved
 
 
-@njit(nogil=True, cache=True)
+@_inlined()
 def _squarem_point(t: np.ndarray, t1: np.ndarray, t2: np.ndarray, x: np.ndarray) -> None:
     """SQUAREM's extrapolation (Varadhan and Roland 2008, scheme S3) from θ, F(θ), F(F(θ)):
     x = θ − 2s r + s² v with r = F(θ) − θ, v = F(F(θ)) − 2F(θ) + θ, s = −‖r‖/‖v‖ (at most
@@ -570,11 +570,11 @@ def mixture_weights(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, A
         while done < max_iter:
             done += 1
             if _mixture_em(t, t1, acc, indices, data, p0, p1, At, alpha, n, alpha0) < tol:
-                t[:] = t1
+                _copy(t, t1)
                 break
             done += 1
             if _mixture_em(t1, t2, acc, indices, data, p0, p1, At, alpha, n, alpha0) < tol:
-                t[:] = t2
+                _copy(t, t2)
                 break
             _squarem_point(t, t1, t2, x)
             done += 1
