@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -43,8 +44,7 @@ def test_nothing_starts_when_turned_off_or_compiled(monkeypatch):
 
 _FIRST_FIT = """
 from streamtopic import _warmup
-assert not _warmup.cache_is_warm()
-thread = _warmup.start()
+thread = _warmup.start()  # the one the package's import started: the cache was empty
 assert thread is not None and _warmup.start() is thread
 _warmup.wait()
 from streamtopic._kernels import add_rows, cvb0_documents
@@ -66,3 +66,25 @@ def test_a_first_fit_loads_what_a_child_process_compiled(tmp_path):
                             "print(_warmup.cache_is_warm(), _warmup.start())"],
                            env=env, capture_output=True, text=True, timeout=300)
     assert again.stdout.split() == ["True", "None"]
+
+
+@pytest.mark.slow
+def test_a_first_import_fills_the_cache_after_it_has_exited(tmp_path):
+    """``import streamtopic`` on a machine without the kernels in numba's cache starts their
+    compilation, which goes on when the importing process has exited (``streamtopic
+    demo-path`` before a newcomer's first fit)."""
+    cache = tmp_path / "numba"
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
+    env.pop(_warmup.WARMUP_ENV, None)
+    subprocess.run([sys.executable, "-c", "import streamtopic"], env=env, check=True,
+                   timeout=300)
+    for _ in range(600):  # the child compiles for a few seconds (more on a loaded machine)
+        if list(cache.glob("**/_kernels.cvb0_documents-*.nbi")):
+            break
+        time.sleep(0.5)
+    env[_warmup.WARMUP_ENV] = "0"  # the check itself starts nothing
+    out = subprocess.run([sys.executable, "-c", "from streamtopic import _warmup; "
+                          "print(_warmup.cache_is_warm())"], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.stdout.split() == ["True"], out.stderr
+    assert list(cache.glob(f"**/{_warmup.LOCK_NAME}"))
