@@ -150,13 +150,13 @@ STALLED_ROUNDS = 4
 
 
 def _inlined(fastmath: set[str] | bool = False) -> Callable[[_F], _F]:
-    """``njit`` for the E-step's helpers, which only other kernels call (and LLVM inlines
-    there): no wrappers to call them from Python (a C function pointer wrapper costs 0.04 s
-    of compilation each) and no cache files of their own (:func:`cvb0_documents`' cache
-    holds their code). With the dtype allocations out of the kernel (:func:`cvb0_estep`),
-    one map for both of its modes (:data:`FRESH`) and :func:`_copy`, the first compilation
-    of the E-step went from 6.4 to 2.6 s of CPU (numba imported, the project's machine
-    under load)."""
+    """``njit`` for helpers that only other kernels call (and LLVM inlines there: the
+    E-step's and :func:`mixture_weights`'): no wrappers to call them from Python (a C
+    function pointer wrapper costs 0.04 s of compilation each) and no cache files of their
+    own (their callers' caches hold their code). With the dtype allocations out of the kernel
+    (:func:`cvb0_estep`), one map for both of its modes (:data:`FRESH`) and :func:`_copy`,
+    the first compilation of the E-step went from 6.4 to 2.6 s of CPU (numba imported, the
+    project's machine under load)."""
     options = {"nogil": True, "fastmath": fastmath, "cache": False,
                "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
     jit: Any = njit  # numba's stubs do not list the wrapper options

@@ -11,12 +11,17 @@ project's 2-core machine under load). It took 6.4 s after the SQUAREM E-step was
 its shape check (3.7 s), a helper called with the literals ``True`` and ``False`` compiled
 twice, the dtype allocations inside the kernel cost 1 s (see :mod:`streamtopic._kernels`).
 
-When a fit starts and the kernel has no cache yet, :func:`start` compiles it in a child
-process, which writes the cache, while the fit ingests and runs its spectral stages;
+When the package is first imported on a machine (numba's cache lacks the kernels), or a fit
+starts without them, :func:`start` compiles them in a child process, which writes the cache,
+while the package's modules are imported and the fit ingests and runs its spectral stages;
 :func:`wait`, called before the refinement, waits for the child, and the refinement's first
-call loads the cache. With a cache (every later fit) nothing is started. The child loads the
-kernels' module alone (``python -c`` with :data:`_CHILD`), not the package: importing
-streamtopic (Dask, zarr, scipy …) cost it 1.1 s more of CPU.
+call loads the cache. With a cache (every later process) nothing is started. The child loads
+the kernels' module alone (``python -c`` with :data:`_CHILD`), not the package: importing
+streamtopic (Dask, zarr, scipy …) cost it 1.1 s more of CPU. Started at the import, it begins
+1-1.5 s before the fit would start it, and it goes on when a short command has exited: the
+``streamtopic demo-path`` of ``streamtopic fit "$(streamtopic demo-path)"`` starts it, and the
+fit's own child, which compiles under the same lock (:data:`LOCK_NAME`), then only loads what
+the first wrote.
 
 Measured (``benchmarks/first_fit.py``: the demo fit in fresh processes, "first" with an empty
 numba cache): FIRST_FIT_FIGURES
