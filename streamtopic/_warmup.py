@@ -23,8 +23,18 @@ streamtopic (Dask, zarr, scipy …) cost it 1.1 s more of CPU. Started at the im
 fit's own child, which compiles under the same lock (:data:`LOCK_NAME`), then only loads what
 the first wrote.
 
-Measured (``benchmarks/first_fit.py``: the demo fit in fresh processes, "first" with an empty
-numba cache): FIRST_FIT_FIGURES
+Measured (the demo fit in fresh processes, "first" with an empty numba cache, "second" with
+the cache the first filled, medians of 3; the project's 2-core machine, shared with other
+sessions): ``benchmarks/first_fit.py`` at a load average of 1.5-2.2 gave first 4.65 s,
+second 3.50 s (1.33) with the warm-up, 6.33 s and 4.41 s (1.43) without. In turns with the
+code before these changes (load 2.2-3.0), the first fit's CPU went from 11.9 s to 7.7 s
+against 4.5 s for the second, its wall time from 2.2 times the second's (9.8 s against
+4.5 s) to 1.7 times (7.4 s against 4.3 s); at a load of 8.6 (5 repeats) from 3.2 times to
+1.5. With no idle core the child gains nothing over a compilation inside the fit (at load 8
+to 10: 1.67 with the warm-up, 1.56 without; CPU 9.9 s against 8.7 s, the child's imports);
+the fit's log says how long it waited (``-v``: "waited … s for the EM kernel's
+compilation"), 1.4 s at load 3, none for ``streamtopic fit "$(streamtopic demo-path)"``
+(where ``demo-path`` starts the compilation) at load 5.
 
 Compiling in a *thread* of the fit's own process made the first fit slower (measured before
 these changes: median 8.9 s against 6.8 s without warm-up, 6 repeats), since numba's compiler
