@@ -4,9 +4,12 @@ which takes precedence over ``__pycache__``), "second" with the cache the first 
 
     python benchmarks/first_fit.py [--repeats 3] [--out benchmarks/results/first_fit.json]
 
-Runs with the background compilation of the EM kernel (the default) and without it
-(``STREAMTOPIC_WARMUP=0``, the behaviour before), taking turns; prints and records the wall
-times, their medians and the ratio first / second.
+Runs with the background compilation of the EM kernels (the default: it starts at the
+package's import) and without it (``STREAMTOPIC_WARMUP=0``: the first refinement pass
+compiles them), taking turns; prints and records the wall and CPU times, their medians and
+the ratio first / second. The fit alone is timed: ``streamtopic demo-path`` runs with the
+default numba cache, so a compilation that its import would start (the newcomer's
+``streamtopic fit "$(streamtopic demo-path)"``) does not help the measured first fit.
 """
 
 from __future__ import annotations

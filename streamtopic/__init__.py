@@ -14,6 +14,12 @@ cache), :mod:`~streamtopic.inference` (per-document θ, document completion),
 :mod:`~streamtopic.cluster`, :mod:`~streamtopic.cli`.
 """
 
+from . import _warmup
+
+# The first import on a machine (numba's cache lacks the EM kernels): they compile in another
+# process from here on, while the package's imports and a fit's first stages run.
+_warmup.start(at_import=True)
+
 from ._version import __version__ as __version__
 from .cooccurrence import IngestReport, ingest
 from .corpus import Corpus, CorpusError, DocChunk, convert, read_corpus

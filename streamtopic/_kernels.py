@@ -27,10 +27,16 @@ loaded from numba's cache computed other bits.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import numpy as np
 from numba import njit
 
-__all__ = ["add_pairs_dense", "add_rows", "count_pairs", "cvb0_estep", "mixture_weights"]
+__all__ = ["add_pairs_dense", "add_rows", "compile_refinement_kernels", "count_pairs",
+           "cvb0_documents", "cvb0_estep", "mixture_weights"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 @njit(nogil=True, cache=True)
@@ -143,22 +149,52 @@ CVB0_FASTMATH = {"nnan", "ninf", "nsz", "contract", "reassoc", "afn"}
 STALLED_ROUNDS = 4
 
 
-@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
+def _inlined(fastmath: set[str] | bool = False) -> Callable[[_F], _F]:
+    """``njit`` for helpers that only other kernels call (and LLVM inlines there: the
+    E-step's and :func:`mixture_weights`'): no wrappers to call them from Python (a C
+    function pointer wrapper costs 0.04 s of compilation each) and no cache files of their
+    own (their callers' caches hold their code). With the dtype allocations out of the kernel
+    (:func:`cvb0_estep`), one map for both of its modes (:data:`FRESH`) and :func:`_copy`,
+    the first compilation of the E-step went from 6.4 to 2.6 s of CPU (numba imported, the
+    project's machine under load)."""
+    options = {"nogil": True, "fastmath": fastmath, "cache": False,
+               "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+    jit: Any = njit  # numba's stubs do not list the wrapper options
+    decorate: Callable[[_F], _F] = jit(**options)
+    return decorate
+
+
+#: :func:`_cvb0_map`'s ``own`` when R holds nothing of the document yet (R holds finite
+#: values, never junk, so 0·R = 0), and when each token's own responsibility is left out.
+#: A float32 argument rather than a bool: numba compiled the map twice, once for each
+#: literal ``True`` and ``False`` of its callers (0.6-1 s of compilation each).
+FRESH, LEAVE_OUT = np.float32(0.0), np.float32(1.0)
+
+
+@_inlined()
+def _copy(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst[:] = src`` for 1-d arrays of one size, as a loop: numba's slice assignment
+    compiles its shape checks' error messages (string formatting), 3.7 s of a first
+    compilation of :func:`cvb0_estep` that was 7 s."""
+    for i in range(dst.size):
+        dst[i] = src[i]
+
+
+@_inlined(CVB0_FASTMATH)
 def _cvb0_map(
     R: np.ndarray, indices: np.ndarray, data: np.ndarray, p0: int, p1: int,
-    beta_t: np.ndarray, n_dk: np.ndarray, alpha: np.ndarray, fresh: bool, out: np.ndarray,
+    beta_t: np.ndarray, n_dk: np.ndarray, alpha: np.ndarray, own: np.float32, out: np.ndarray,
     n32: np.ndarray,
 ) -> float:
     """One CVB0 map of the document's entries p0:p1: R[e] ∝ (max(N_d − R[e], 0) + α) ⊙ β_w
     (α: (K,) float32, one pseudo-count per topic)
-    (one token of the word left out), or, when ``fresh`` (R holds nothing of this document
-    yet), R[e] ∝ (N_d + α) ⊙ β_w; then ``out`` (K,) = Σ_e h_e R[e]. Returns
-    max_k |out_k − N_dk|. R and βᵀ are float32, ``out`` float64; ``n32`` (K,) float32 is
-    scratch. Rows of words that every topic gives probability 0 are set to 0. The clamp at
-    0 matters only at an extrapolated N_d (below a token's own share); at a map's output
-    N_d = Σ h R ≥ R[e]."""
+    (one token of the word left out: ``own`` is :data:`LEAVE_OUT`), or, when ``own`` is
+    :data:`FRESH` (R holds nothing of this document yet), R[e] ∝ (N_d + α) ⊙ β_w; then
+    ``out`` (K,) = Σ_e h_e R[e]. Returns max_k |out_k − N_dk|. R and βᵀ are float32, ``out``
+    float64; ``n32`` (K,) float32 is scratch. Rows of words that every topic gives
+    probability 0 are set to 0. The clamp at 0 matters only at an extrapolated N_d (below a
+    token's own share); at a map's output N_d = Σ h R ≥ R[e]."""
     K = beta_t.shape[1]
-    own = np.float32(0.0) if fresh else np.float32(1.0)  # R holds finite values, never junk
     for k in range(K):
         n32[k] = np.float32(n_dk[k])
         out[k] = 0.0
@@ -181,7 +217,7 @@ def _cvb0_map(
     return moved
 
 
-@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
+@_inlined(CVB0_FASTMATH)
 def _squarem_counts(t: np.ndarray, t1: np.ndarray, t2: np.ndarray, total: float) -> None:
     """SQUAREM's extrapolation (Varadhan and Roland 2008, scheme S3) of topic counts, in
     place in ``t``, from N, F(N), F(F(N)): x = N − 2s r + s² v with r = F(N) − N,
@@ -206,7 +242,7 @@ def _squarem_counts(t: np.ndarray, t1: np.ndarray, t2: np.ndarray, total: float)
         t[k] = t[k] * (total / s) if s > 0.0 else t2[k]
 
 
-@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
+@_inlined(CVB0_FASTMATH)
 def _cvb0_document(
     R: np.ndarray, work: np.ndarray, n32: np.ndarray, indices: np.ndarray, data: np.ndarray,
     p0: int, p1: int, beta_t: np.ndarray, alpha: np.ndarray, tol: float, max_iter: int,
@@ -218,7 +254,8 @@ def _cvb0_document(
     the map's leave-out reads the previous map's R, so it is not a function of N_d alone,
     and near the fixed point an extrapolation can stall at a residual around 1e-5 of the
     document's tokens; after ``STALLED_ROUNDS`` rounds in a row that end with no smaller
-    residual than the best so far, plain maps go on. ``work`` (2, K) float64 is scratch.
+    residual than the best so far, plain maps go on. ``work`` (≥ 2, K) float64 is scratch
+    (rows 0 and 1).
     On exit N_d = Σ_w h_dw R[w] (the last map's). Returns the maps evaluated."""
     K = beta_t.shape[1]
     nd = 0.0
@@ -229,28 +266,29 @@ def _cvb0_document(
         alpha0 += alpha[k]
     limit = tol * (nd + alpha0)
     t1, t2 = work[0], work[1]
-    moved = _cvb0_map(R, indices, data, p0, p1, beta_t, n_dk, alpha, True, t1, n32)
+    moved = _cvb0_map(R, indices, data, p0, p1, beta_t, n_dk, alpha, FRESH, t1, n32)
     maps, best, misses = 1, moved, 0
     while moved >= limit and maps < max_iter:
         maps += 1
         if misses >= STALLED_ROUNDS:
-            n_dk[:] = t1
-            moved = _cvb0_map(R, indices, data, p0, p1, beta_t, n_dk, alpha, False, t1, n32)
+            _copy(n_dk, t1)
+            moved = _cvb0_map(R, indices, data, p0, p1, beta_t, n_dk, alpha, LEAVE_OUT, t1,
+                              n32)
             continue
-        plain = _cvb0_map(R, indices, data, p0, p1, beta_t, t1, alpha, False, t2, n32)
+        plain = _cvb0_map(R, indices, data, p0, p1, beta_t, t1, alpha, LEAVE_OUT, t2, n32)
         if plain < limit or maps >= max_iter:
-            n_dk[:] = t2
+            _copy(n_dk, t2)
             return maps
         _squarem_counts(n_dk, t1, t2, nd)
         maps += 1
-        moved = _cvb0_map(R, indices, data, p0, p1, beta_t, n_dk, alpha, False, t1, n32)
+        moved = _cvb0_map(R, indices, data, p0, p1, beta_t, n_dk, alpha, LEAVE_OUT, t1, n32)
         misses = 0 if moved < best else misses + 1
         best = min(best, moved)
-    n_dk[:] = t1
+    _copy(n_dk, t1)
     return maps
 
 
-@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
+@_inlined(CVB0_FASTMATH)
 def _cvb0_start(N: np.ndarray, step: np.ndarray, nd: float, warm: bool) -> None:
     """A document's starting counts, in place in N (K,): when ``warm``, N + ``step`` (the
     change of its last pass) clamped at 0 and rescaled to ``nd`` tokens, else uniform."""
@@ -268,7 +306,7 @@ def _cvb0_start(N: np.ndarray, step: np.ndarray, nd: float, warm: bool) -> None:
         N[k] = N[k] * (nd / s) if s > 0.0 else nd / K
 
 
-@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
+@_inlined(CVB0_FASTMATH)
 def _cvb0_summary(R: np.ndarray, indices: np.ndarray, data: np.ndarray, p0: int, p1: int,
                   beta_t: np.ndarray, alpha: np.ndarray, N: np.ndarray, out_t: np.ndarray,
                   n32: np.ndarray) -> float:
@@ -299,7 +337,6 @@ def _cvb0_summary(R: np.ndarray, indices: np.ndarray, data: np.ndarray, p0: int,
     return summary
 
 
-@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
 def cvb0_estep(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -351,11 +388,38 @@ def cvb0_estep(
         topic gives a probability.
     """
     K = beta_t.shape[1]
-    width = 1
-    for d in range(indptr.size - 1):
-        width = max(width, indptr[d + 1] - indptr[d])
+    width = max(1, int(np.diff(indptr).max(initial=0)))  # the longest document's entries
     R = np.zeros((width, K), dtype=np.float32)
-    work, n32, before = np.empty((2, K)), np.empty(K, dtype=np.float32), np.empty(K)
+    work, n32 = np.empty((3, K)), np.empty(K, dtype=np.float32)
+    maps, loglik = cvb0_documents(indptr, indices, data, beta_t, alpha, tol, max_iter, n_dk,
+                                  step, warm, out_t, R, work, n32)
+    return int(maps), float(loglik)
+
+
+@njit(nogil=True, cache=True, fastmath=CVB0_FASTMATH)
+def cvb0_documents(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    data: np.ndarray,
+    beta_t: np.ndarray,
+    alpha: np.ndarray,
+    tol: float,
+    max_iter: int,
+    n_dk: np.ndarray,
+    step: np.ndarray,
+    warm: bool,
+    out_t: np.ndarray,
+    R: np.ndarray,
+    work: np.ndarray,
+    n32: np.ndarray,
+) -> tuple[int, float]:
+    """The compiled loop of :func:`cvb0_estep` over the documents, with its scratch arrays
+    given: ``R`` (≥ the longest document's entries, K) float32 holding finite values,
+    ``work`` (3, K) float64, ``n32`` (K,) float32. They are allocated by the caller because
+    numba's ``np.zeros``/``np.empty`` with a dtype compile for about 1 s (a third of the
+    kernel's first compilation). Arguments and result as :func:`cvb0_estep`'s."""
+    K = beta_t.shape[1]
+    before = work[2]
     total, loglik = 0, 0.0
     for d in range(indptr.size - 1):
         p0, p1 = indptr[d], indptr[d + 1]
@@ -363,7 +427,7 @@ def cvb0_estep(
         nd = 0.0
         for e in range(p0, p1):
             nd += data[e]
-        before[:] = N
+        _copy(before, N)
         _cvb0_start(N, step[d], nd, warm and p1 > p0)
         if p1 > p0:
             total += _cvb0_document(R, work, n32, indices, data, p0, p1, beta_t, alpha, tol,
@@ -385,7 +449,23 @@ def add_rows(out: np.ndarray, rows: np.ndarray, values: np.ndarray) -> None:
             o[k] += v[k]
 
 
-@njit(nogil=True, cache=True)
+def compile_refinement_kernels() -> None:
+    """Compile (or load from numba's cache) the refinement's kernels, :func:`cvb0_documents`
+    and :func:`add_rows`, with the argument types the refinement passes them, by one call
+    each on a two-word document. Needs nothing but numpy and numba: a process that loads
+    this module alone runs it (:mod:`streamtopic._warmup`)."""
+    indptr = np.array([0, 2], dtype=np.int64)
+    indices = np.array([0, 1], dtype=np.int32)
+    data = np.ones(2)
+    beta_t = np.full((2, 2), 0.5, dtype=np.float32)  # the partition's U×K rows of βᵀ
+    counts, step = np.empty((1, 2)), np.empty((1, 2), dtype=np.float32)
+    out = np.zeros((2, 2))
+    alpha = np.full(2, 0.01, dtype=np.float32)
+    cvb0_estep(indptr, indices, data, beta_t, alpha, 1e-3, 10, counts, step, False, out)
+    add_rows(np.zeros((3, 2)), np.array([0, 2], dtype=np.int64), out)
+
+
+@_inlined()
 def _mixture_step(theta: np.ndarray, acc: np.ndarray, indices: np.ndarray, data: np.ndarray,
                   p0: int, p1: int, At: np.ndarray) -> None:
     """``acc`` (K,) ← Σ_w h_w A_w / (θ·A_w) over one document's entries p0:p1."""
@@ -402,7 +482,7 @@ def _mixture_step(theta: np.ndarray, acc: np.ndarray, indices: np.ndarray, data:
             acc[k] += r * row[k]
 
 
-@njit(nogil=True, cache=True)
+@_inlined()
 def _mixture_em(t: np.ndarray, out: np.ndarray, acc: np.ndarray, indices: np.ndarray,
                 data: np.ndarray, p0: int, p1: int, At: np.ndarray, alpha: np.ndarray, n: float,
                 alpha0: float) -> float:
@@ -415,7 +495,7 @@ def _mixture_em(t: np.ndarray, out: np.ndarray, acc: np.ndarray, indices: np.nda
     return moved
 
 
-@njit(nogil=True, cache=True)
+@_inlined()
 def _squarem_point(t: np.ndarray, t1: np.ndarray, t2: np.ndarray, x: np.ndarray) -> None:
     """SQUAREM's extrapolation (Varadhan and Roland 2008, scheme S3) from θ, F(θ), F(F(θ)):
     x = θ − 2s r + s² v with r = F(θ) − θ, v = F(F(θ)) − 2F(θ) + θ, s = −‖r‖/‖v‖ (at most
@@ -490,11 +570,11 @@ def mixture_weights(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, A
         while done < max_iter:
             done += 1
             if _mixture_em(t, t1, acc, indices, data, p0, p1, At, alpha, n, alpha0) < tol:
-                t[:] = t1
+                _copy(t, t1)
                 break
             done += 1
             if _mixture_em(t1, t2, acc, indices, data, p0, p1, At, alpha, n, alpha0) < tol:
-                t[:] = t2
+                _copy(t, t2)
                 break
             _squarem_point(t, t1, t2, x)
             done += 1

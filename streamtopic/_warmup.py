@@ -1,61 +1,97 @@
-"""The refinement's compiled kernel, made ready in another process while a fit's earlier
+"""The refinement's compiled kernels, made ready in another process while a fit's earlier
 stages run, the first time on a machine.
 
-numba compiles :func:`streamtopic._kernels.cvb0_estep` the first time it is called and keeps
+numba compiles :func:`streamtopic._kernels.cvb0_documents` (the E-step's loop over the
+documents) and :func:`~streamtopic._kernels.add_rows` the first time they are called and keeps
 the machine code in its cache (``cache=True``: ``__pycache__`` beside the module, or numba's
 user cache, or ``$NUMBA_CACHE_DIR``), which later processes load in about 0.3 s. The first
-compilation takes about 2 s of CPU, and it used to happen inside the first refinement pass of
-a newcomer's first fit.
+compilation takes about 2.6 s of CPU in a process of its own (numpy and numba imported; the
+project's 2-core machine under load). It took 6.4 s after the SQUAREM E-step was merged
+(about 2 s before it): numba's slice assignment ``a[:] = b`` compiled the error messages of
+its shape check (3.7 s), a helper called with the literals ``True`` and ``False`` compiled
+twice, the dtype allocations inside the kernel cost 1 s (see :mod:`streamtopic._kernels`).
 
-So when a fit starts and the kernel has no cache yet, :func:`start` compiles it in a child
-process (``python -c "...warm_up()"``), which writes the cache, while the fit ingests and runs
-its spectral stages; :func:`wait`, called before the refinement, waits for the child, and the
-refinement's first call loads the cache. With a cache (every later fit) nothing is started.
+When the package is first imported on a machine (numba's cache lacks the kernels), or a fit
+starts without them, :func:`start` compiles them in a child process, which writes the cache,
+while the package's modules are imported and the fit ingests and runs its spectral stages;
+:func:`wait`, called before the refinement, waits for the child, and the refinement's first
+call loads the cache. With a cache (every later process) nothing is started. The child loads
+the kernels' module alone (``python -c`` with :data:`_CHILD`), not the package: importing
+streamtopic (Dask, zarr, scipy …) cost it 1.1 s more of CPU. Started at the import, it begins
+1-1.5 s before the fit would start it, and it goes on when a short command has exited: the
+``streamtopic demo-path`` of ``streamtopic fit "$(streamtopic demo-path)"`` starts it, and the
+fit's own child, which compiles under the same lock (:data:`LOCK_NAME`), then only loads what
+the first wrote.
 
-Measured (``benchmarks/first_fit.py``: the demo fit in fresh processes, "first" with an empty
-numba cache; the project's 2-core machine while other work kept it loaded, 3 to 4 runnable
-processes): without warm-up the first fit takes 1.9 s more CPU than the second (6.8 s against
-4.9 s). Compiling in a *thread* of the fit's own process made the first fit slower (median
-8.9 s against 6.8 s without warm-up, 6 repeats), since numba's compiler is Python code that
-holds the GIL and stalls the threads of the ingest and the spectral stages. In a child
-process it needs no GIL of the fit's (medians over 10 repeats: first 8.1 s, second 5.6 s, a
-ratio of 1.43; without warm-up 7.7 s and 5.0 s, 1.55), but the child's imports cost 1.2 s of
-CPU: on a machine with no idle core the overlap gains little, on one with an idle core (a
-newcomer's laptop) the compilation leaves the fit's path. Set ``STREAMTOPIC_WARMUP=0`` to
-leave the kernel to its first call.
+Measured (the demo fit in fresh processes, "first" with an empty numba cache, "second" with
+the cache the first filled, medians of 3; the project's 2-core machine, shared with other
+sessions): ``benchmarks/first_fit.py`` at a load average of 1.5-2.2 gave first 4.65 s,
+second 3.50 s (1.33) with the warm-up, 6.33 s and 4.41 s (1.43) without. In turns with the
+code before these changes (load 2.2-3.0), the first fit's CPU went from 11.9 s to 7.7 s
+against 4.5 s for the second, its wall time from 2.2 times the second's (9.8 s against
+4.5 s) to 1.7 times (7.4 s against 4.3 s); at a load of 8.6 (5 repeats) from 3.2 times to
+1.5. With no idle core the child gains nothing over a compilation inside the fit (at load 8
+to 10: 1.67 with the warm-up, 1.56 without; CPU 9.9 s against 8.7 s, the child's imports);
+the fit's log says how long it waited (``-v``: "waited … s for the EM kernel's
+compilation"), 1.4 s at load 3, none for ``streamtopic fit "$(streamtopic demo-path)"``
+(where ``demo-path`` starts the compilation) at load 5.
 
-Why not at install: a wheel runs no code when installed, and the cache is specific to the
-machine's CPU (numba compiles for the host) and to the installed source file (its path and
-modification time), so it cannot ship in the wheel. numba's ahead-of-time compiler
-(``numba.pycc``) is deprecated and would make a C compiler a requirement of the install, as
-the optional ``_pairs`` extension is not.
+Compiling in a *thread* of the fit's own process made the first fit slower (measured before
+these changes: median 8.9 s against 6.8 s without warm-up, 6 repeats), since numba's compiler
+is Python code that holds the GIL and stalls the threads of the ingest and the spectral
+stages; a child process needs no GIL of the fit's. On a machine with no idle core the
+overlap gains little (the child's imports cost about 1 s of CPU that a compilation inside the
+fit does not pay); on one with an idle core (a newcomer's laptop) the compilation leaves the
+fit's path. Set ``STREAMTOPIC_WARMUP=0`` to leave the kernels to their first call.
+
+Why not at install: a wheel runs no code when installed, pip builds an sdist in an isolated
+environment without numba, and the cache is specific to the machine's CPU (numba compiles
+for the host) and to the installed source file (its path and modification time), so it
+cannot ship in the wheel. numba's ahead-of-time compiler (``numba.pycc``) is deprecated and
+would make a C compiler a requirement of the install, as the optional ``_pairs`` extension
+is not.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Any
 
-import numpy as np
-
-__all__ = ["WARMUP_ENV", "cache_is_warm", "start", "wait", "warm_up"]
+__all__ = ["LOCK_NAME", "WARMUP_ENV", "cache_is_warm", "start", "wait", "warm_up"]
 
 #: ``0`` turns the warm-up off.
 WARMUP_ENV = "STREAMTOPIC_WARMUP"
 log = logging.getLogger("streamtopic")
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
-_CHILD = "from streamtopic._warmup import warm_up; warm_up()"
+#: The lock file, in numba's cache directory, that one compilation at a time holds.
+LOCK_NAME = "streamtopic-warmup.lock"
+# The child loads the kernels' module alone, under its own name (numba's cache is keyed on
+# the file): importing the package (Dask, zarr, scipy …) would cost it 1.1 s more of CPU.
+# It compiles under an exclusive lock, so that a second child (a fit started while an
+# earlier command's child still compiles) waits and then loads the cache the first wrote.
+_CHILD = """
+import fcntl, importlib.util, sys
+spec = importlib.util.spec_from_file_location("streamtopic._kernels", sys.argv[1])
+kernels = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = kernels
+spec.loader.exec_module(kernels)
+with open(sys.argv[2], "a") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    kernels.compile_refinement_kernels()
+"""
 
 
 def warm_up() -> float:
-    """Compile (or load from numba's cache) the refinement's E-step kernel with the argument
-    types the refinement passes it, by one call on a two-word document.
+    """Compile (or load from numba's cache) the refinement's kernels with the argument types
+    the refinement passes them (:func:`streamtopic._kernels.compile_refinement_kernels`).
 
     Returns
     -------
@@ -63,60 +99,84 @@ def warm_up() -> float:
         The seconds it took.
     """
     t0 = time.perf_counter()
-    from ._kernels import cvb0_estep
+    from ._kernels import compile_refinement_kernels
 
-    indptr = np.array([0, 2], dtype=np.int64)
-    indices = np.array([0, 1], dtype=np.int32)
-    data = np.ones(2)
-    beta_t = np.full((2, 2), 0.5, dtype=np.float32)  # the partition's U×K rows of βᵀ
-    counts, step = np.empty((1, 2)), np.empty((1, 2), dtype=np.float32)
-    out = np.zeros((2, 2))
-    alpha = np.full(2, 0.01, dtype=np.float32)
-    cvb0_estep(indptr, indices, data, beta_t, alpha, 1e-3, 10, counts, step, False, out)
+    compile_refinement_kernels()
     return time.perf_counter() - t0
 
 
-def cache_is_warm() -> bool:
-    """Whether numba's cache holds the kernel (its index file exists; a stale one, after an
-    edit of the source, counts as warm: the first call then compiles, as without warm-up).
-    True when numba's cache cannot be inspected."""
-    from ._kernels import cvb0_estep
+def _kernels_file() -> str:
+    from . import _kernels
 
-    dispatcher: Any = cvb0_estep  # numba's Dispatcher: its cache is not in its type
+    return str(_kernels.__file__)
+
+
+def _cache_index() -> str | None:
+    """The path of numba's cache index of the E-step kernel; None when numba's cache cannot
+    be inspected (another numba) or the kernel is compiled in this process already."""
+    from ._kernels import cvb0_documents
+
+    dispatcher: Any = cvb0_documents  # numba's Dispatcher: its cache is not in its type
     try:
-        index = dispatcher._cache._cache_file._index_path
+        index: str = dispatcher._cache._cache_file._index_path
     except AttributeError:  # another numba: do nothing rather than guess
-        return True
-    return bool(dispatcher.signatures) or os.path.exists(index)
+        return None
+    return None if dispatcher.signatures else index
 
 
-def _compile_in_child() -> None:
+def cache_is_warm() -> bool:
+    """Whether numba's cache holds the E-step kernel (its index file exists; a stale one,
+    after an edit of the source, counts as warm: the first call then compiles, as without
+    warm-up). True when numba's cache cannot be inspected."""
+    index = _cache_index()
+    return index is None or os.path.exists(index)
+
+
+def _compile_in_child(kernels: str, index: str) -> None:
+    """Run :data:`_CHILD` on the module file ``kernels``. Imports nothing: a thread started
+    while the package is being imported would wait for the import's end at its first
+    ``import`` of the package."""
     t0 = time.perf_counter()
-    try:
-        res = subprocess.run([sys.executable, "-c", _CHILD], stdin=subprocess.DEVNULL,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600,
-                             check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        log.info("EM kernel warm-up failed: %s", exc)
-        return
-    if res.returncode:
-        log.info("EM kernel warm-up failed: %s", res.stderr.decode(errors="replace")[-300:])
-    else:
-        log.info("EM kernel compiled in another process: %.2f s", time.perf_counter() - t0)
+    lock = os.path.join(os.path.dirname(index), LOCK_NAME)
+    # stderr to a file, not a pipe: the child goes on when a short command (``streamtopic
+    # demo-path``) has exited, and a write to a pipe without reader would end it
+    with tempfile.TemporaryFile() as err:
+        try:
+            res = subprocess.run([sys.executable, "-c", _CHILD, kernels, lock],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=err, timeout=600, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.info("EM kernel warm-up failed: %s", exc)
+            return
+        if res.returncode:
+            err.seek(0)
+            log.info("EM kernel warm-up failed: %s", err.read().decode(errors="replace")[-300:])
+            return
+    log.info("EM kernel compiled in another process: %.2f s", time.perf_counter() - t0)
 
 
-def start() -> threading.Thread | None:
-    """Compile the kernel in a child process when numba's cache lacks it, once per process
+def start(at_import: bool = False) -> threading.Thread | None:
+    """Compile the kernels in a child process when numba's cache lacks them, once per process
     (unless ``$STREAMTOPIC_WARMUP`` is ``0``); returns the thread that waits for the child,
-    or None when nothing was started."""
+    or None when nothing was started.
+
+    Called when a fit starts, and by the package's first import (``at_import``: the child
+    then compiles while the package's modules are imported, 1-1.5 s of a first fit's start;
+    a command such as ``streamtopic demo-path`` leaves it running when it exits). Not at the
+    import of a process that multiprocessing started (a Dask worker): its parent did."""
     global _thread
     if os.environ.get(WARMUP_ENV, "1").strip() == "0":
         return None
+    if at_import and multiprocessing.parent_process() is not None:
+        return None
     with _lock:
-        if _thread is None and not cache_is_warm():
-            _thread = threading.Thread(target=_compile_in_child, name="streamtopic-warmup",
-                                       daemon=True)
-            _thread.start()
+        if _thread is None:
+            index = _cache_index()
+            if index is not None and not os.path.exists(index):
+                _thread = threading.Thread(target=_compile_in_child,
+                                           args=(_kernels_file(), index),
+                                           name="streamtopic-warmup", daemon=True)
+                _thread.start()
         return _thread
 
 
@@ -124,5 +184,7 @@ def wait(timeout: float | None = None) -> None:
     """Wait for a compilation :func:`start` began (at most ``timeout`` seconds), so that the
     caller's first call loads the kernel from the cache instead of compiling it again."""
     thread = _thread
-    if thread is not None:
+    if thread is not None and thread.is_alive():
+        t0 = time.perf_counter()
         thread.join(timeout)
+        log.info("waited %.2f s for the EM kernel's compilation", time.perf_counter() - t0)
