@@ -101,10 +101,10 @@ are read as below, so a pass decides each match by direct scanning:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -207,8 +207,28 @@ def kernel_flags(tokenizer: Tokenizer) -> int | None:
 
 # ----------------------------------------------------------------------------- small helpers
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 
-@njit(nogil=True, cache=True)
+
+def _helper_options() -> Callable[[_F], _F]:
+    """``njit`` for the helpers, which only the kernels call (:func:`tokenize_batch`,
+    :func:`_new_table`, :func:`_clean_one`; LLVM inlines them there): no wrappers to call
+    them from Python and no cache files of their own (their callers' caches hold their
+    code), as in :mod:`streamtopic._kernels`. Their callers pass no literal constants
+    where a helper takes a value (``np.int64(58)``, ``np.bool_(True)``: numba compiles a
+    helper once for each literal it is called with), and they copy arrays with loops
+    rather than slice assignment (which compiles its shape checks' error messages)."""
+    options = {"nogil": True, "cache": False, "no_cpython_wrapper": True,
+               "no_cfunc_wrapper": True}
+    jit: Any = njit  # numba's stubs do not list the wrapper options
+    decorate: Callable[[_F], _F] = jit(**options)
+    return decorate
+
+
+_helper = _helper_options()
+
+
+@_helper
 def _starts_with(src: np.ndarray, n: int, i: int, lit: np.ndarray) -> bool:
     """src[i : i + len(lit)] == lit, within src[:n]."""
     if i + lit.size > n:
@@ -219,7 +239,7 @@ def _starts_with(src: np.ndarray, n: int, i: int, lit: np.ndarray) -> bool:
     return True
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _ends_with(src: np.ndarray, a: int, e: int, lit: np.ndarray) -> bool:
     """src[e - len(lit) : e] == lit, within src[a:e]."""
     if e - lit.size < a:
@@ -227,22 +247,25 @@ def _ends_with(src: np.ndarray, a: int, e: int, lit: np.ndarray) -> bool:
     return _starts_with(src, e, e - lit.size, lit)
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _grow(arr: np.ndarray, need: int, fill: int) -> np.ndarray:
     """``arr`` if it holds ``need`` items, else a copy at least twice as long, the new
     items set to ``fill``."""
     if arr.size >= need:
         return arr
     out = np.empty(max(need, 2 * arr.size), arr.dtype)
-    out[:arr.size] = arr
-    out[arr.size:] = fill
+    for k in range(arr.size):
+        out[k] = arr[k]
+    for k in range(arr.size, out.size):
+        out[k] = fill
     return out
 
 
-@njit(nogil=True, cache=True, inline="always")
+@_helper
 def _copy(src: np.ndarray, a: int, b: int, dst: np.ndarray, m: int) -> int:
     """dst[m : m + b - a] = src[a:b]; the new end of dst."""
-    dst[m:m + b - a] = src[a:b]
+    for k in range(b - a):
+        dst[m + k] = src[a + k]
     return m + b - a
 
 
@@ -255,7 +278,7 @@ for _k in range(64):
     _BIT_INDEX[((1 << _k) * _DEBRUIJN % 2**64) >> 58] = _k
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _positions(src: np.ndarray, n: int, byte: int, out: np.ndarray) -> int:
     """out[:k] = where ``byte`` occurs in src[:n], in order; returns k. ``src`` (a row of the
     work buffers, its length a multiple of 8) is read 8 bytes at a time: with y a word
@@ -298,7 +321,7 @@ def _printable_line(src: np.ndarray, a: int, b: int, ct: np.ndarray) -> bool:
     return k == b
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _uuencoded_line(src: np.ndarray, a: int, b: int, ct: np.ndarray) -> bool:
     """src[a:b] is ``(?:[>:|] ?)*M(?=[ -`]*[#%*+<=>@\\[\\\\\\]^_`])[ -`]{40,60}[ \\t]*``."""
     k = a
@@ -337,12 +360,12 @@ def _encoded_line(src: np.ndarray, n: int, a: int, j: int, ct: np.ndarray) -> in
     return -1
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _drop_encoded(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
                   pos: np.ndarray) -> int:
     """dst[:m] = ``_ENCODED_LINE.sub("\n", "\n" + src[:n])``; returns m (``pos``:
     scratch for n positions)."""
-    k = _positions(src, n, 10, pos)
+    k = _positions(src, n, np.int64(10), pos)
     dst[0] = 10
     m = 1
     a = 0  # the current line's start
@@ -361,29 +384,29 @@ def _drop_encoded(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
 # ----------------------------------------------------------------------------- addresses
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _has_reply(src: np.ndarray, n: int, pos: np.ndarray) -> bool:
     """ "writes:" or "wrote:" occurs in src[:n]."""
-    for q in range(_positions(src, n, 58, pos)):
+    for q in range(_positions(src, n, np.int64(58), pos)):
         if _ends_with(src, 0, pos[q], _WRITES) or _ends_with(src, 0, pos[q], _WROTE):
             return True
     return False
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _has_url(src: np.ndarray, n: int, pos: np.ndarray) -> bool:
     """ "://" or "www." occurs in src[:n]."""
-    for q in range(_positions(src, n, 58, pos)):
+    for q in range(_positions(src, n, np.int64(58), pos)):
         p = pos[q]
         if p + 2 < n and src[p + 1] == 47 and src[p + 2] == 47:
             return True
-    for q in range(_positions(src, n, 119, pos)):
+    for q in range(_positions(src, n, np.int64(119), pos)):
         if _starts_with(src, n, pos[q], _WWW):
             return True
     return False
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _in_article_end(src: np.ndarray, n: int, i: int, ct: np.ndarray) -> int:
     """The end of the match of ``In article\\s*<[^>\\s]*>`` at src[i] ("I"), or -1."""
     if not _starts_with(src, n, i, _IN_ARTICLE):
@@ -399,13 +422,13 @@ def _in_article_end(src: np.ndarray, n: int, i: int, ct: np.ndarray) -> int:
     return q + 1 if q < n and src[q] == 62 else -1  # ">"
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _drop_in_article(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
                      pos: np.ndarray) -> int:
     """dst[:m] = ``_IN_ARTICLE.sub(" ", src[:n])``; returns m."""
     m = 0
     last = 0
-    for q in range(_positions(src, n, 73, pos)):  # "I"
+    for q in range(_positions(src, n, np.int64(73), pos)):  # "I"
         i = pos[q]
         if i < last:  # inside the previous match
             continue
@@ -418,7 +441,7 @@ def _drop_in_article(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
     return _copy(src, last, n, dst, m)
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _reply_line_end(src: np.ndarray, n: int, p: int, ct: np.ndarray) -> int:
     """If the ":" at src[p] ends a reply line (below), the position of its newline, else -1.
 
@@ -440,7 +463,7 @@ def _reply_line_end(src: np.ndarray, n: int, p: int, ct: np.ndarray) -> int:
     return q if c == 0 or not ct[src[c - 1]] & WORD else -1
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _drop_reply_lines(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
                       pos: np.ndarray) -> int:
     """dst[:m] = ``_WRITES_LINE_REVERSED.sub("\n", src[:n][::-1])[::-1]``: the content of
@@ -449,7 +472,7 @@ def _drop_reply_lines(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
     once."""
     m = 0
     last = 0
-    for q in range(_positions(src, n, 58, pos)):  # ":"
+    for q in range(_positions(src, n, np.int64(58), pos)):  # ":"
         p = pos[q]
         end = _reply_line_end(src, n, p, ct)
         if end >= 0:
@@ -461,7 +484,7 @@ def _drop_reply_lines(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
     return _copy(src, last, n, dst, m)
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _drop_local_parts(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
                       pos: np.ndarray) -> int:
     """dst[:m] = ``_LOCAL_PART_REVERSED.sub("@", src[:n][::-1])[::-1]``: the run of
@@ -469,7 +492,7 @@ def _drop_local_parts(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
     the previous one (not in the class), so it is found in dst, copied verbatim."""
     m = 0
     last = 0
-    for q in range(_positions(src, n, 64, pos)):
+    for q in range(_positions(src, n, np.int64(64), pos)):
         i = pos[q]
         m = _copy(src, last, i, dst, m)
         while m > 0 and ct[dst[m - 1]] & LOCAL:
@@ -480,7 +503,7 @@ def _drop_local_parts(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
     return _copy(src, last, n, dst, m)
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _at_domain_end(src: np.ndarray, n: int, i: int, ct: np.ndarray) -> int:
     """The end of the match of ``@[\\w-]+(?:\\.[\\w-]+)*`` at src[i] ("@"), or -1."""
     if i + 1 == n or not ct[src[i + 1]] & DOMAIN:
@@ -495,13 +518,13 @@ def _at_domain_end(src: np.ndarray, n: int, i: int, ct: np.ndarray) -> int:
     return q
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _drop_at_domains(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
                      pos: np.ndarray) -> int:
     """dst[:m] = ``_AT_DOMAIN.sub(" ", src[:n])``; returns m."""
     m = 0
     last = 0
-    for q in range(_positions(src, n, 64, pos)):
+    for q in range(_positions(src, n, np.int64(64), pos)):
         i = pos[q]
         end = _at_domain_end(src, n, i, ct)  # a match holds no "@": i >= last
         if end >= 0:
@@ -512,7 +535,7 @@ def _drop_at_domains(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray,
     return _copy(src, last, n, dst, m)
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _url_end(src: np.ndarray, n: int, i: int, ct: np.ndarray, run_end: int) -> tuple[int, int]:
     """Where a URL starting at ``i`` (a word start) ends, or -1; and the end of the
     ``[\\w+.-]`` run after ``i`` (``run_end`` when it is still that run's: i < run_end)."""
@@ -533,7 +556,7 @@ def _url_end(src: np.ndarray, n: int, i: int, ct: np.ndarray, run_end: int) -> t
     return end, run_end
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _drop_urls(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray) -> int:
     """dst[:m] = ``_URL.sub(" ", src[:n])``; returns m."""
     m = 0
@@ -554,7 +577,7 @@ def _drop_urls(src: np.ndarray, n: int, dst: np.ndarray, ct: np.ndarray) -> int:
     return m
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _drop_addresses(bufs: np.ndarray, cur: int, n: int, ct: np.ndarray,
                     pos: np.ndarray) -> tuple[int, int]:
     """``vocabulary._drop_addresses`` on bufs[cur, :n], passing between the two rows of
@@ -563,7 +586,7 @@ def _drop_addresses(bufs: np.ndarray, cur: int, n: int, ct: np.ndarray,
     + "\n" is reversed only if "@", "writes:" or "wrote:" occurs, as in Python."""
     n = _drop_in_article(bufs[cur], n, bufs[1 - cur], ct, pos)
     cur = 1 - cur
-    at = _positions(bufs[cur], n, 64, pos) > 0
+    at = _positions(bufs[cur], n, np.int64(64), pos) > 0
     if at or _has_reply(bufs[cur], n, pos):  # Python reverses text + "\n"
         bufs[cur, n] = 10
         n = _drop_reply_lines(bufs[cur], n + 1, bufs[1 - cur], ct, pos)
@@ -577,7 +600,7 @@ def _drop_addresses(bufs: np.ndarray, cur: int, n: int, ct: np.ndarray,
     return cur, n
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _clean(src: np.ndarray, bufs: np.ndarray, ct: np.ndarray, flags: int,
            pos: np.ndarray) -> tuple[int, int]:
     """The ASCII text ``src`` as the tokenizer's rules leave it, in one row of ``bufs``
@@ -596,7 +619,7 @@ def _clean(src: np.ndarray, bufs: np.ndarray, ct: np.ndarray, flags: int,
 # ----------------------------------------------------------------------------- tokens
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _find_tokens(buf: np.ndarray, n: int, ct: np.ndarray, letters_only: bool,
                  spans: np.ndarray) -> int:
     """The maximal ``\\w`` runs of buf[:n] that are tokens (2 to 15 letters, or 2 or more
@@ -648,7 +671,7 @@ def _hash2(w0: np.uint64, w1: np.uint64, n: int) -> np.uint64:
     return _finalize(_mix(_mix(np.uint64(_SEED), w0), w1), n)
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _hash_words(kw: np.ndarray, n: int) -> np.uint64:
     """The hash of a key of n bytes whose words (8 bytes each, little-endian, zero-padded,
     at least two) are ``kw``."""
@@ -693,15 +716,16 @@ def _short_ascii(buf: np.ndarray, a: int, n: int, lower: bool) -> tuple[np.uint6
     return w0, w1
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _pack(key: np.ndarray, n: int, kw: np.ndarray) -> None:
     """kw[:max(2, words)] = the words of key[:n], zero-padded."""
-    kw[:max(2, (n + 7) >> 3)] = 0
+    for j in range(max(2, (n + 7) >> 3)):
+        kw[j] = 0
     for j in range(n):
         kw[j >> 3] |= np.uint64(key[j]) << np.uint64(8 * (j & 7))
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _key_bytes(buf: np.ndarray, a: int, b: int, lower: bool, key: np.ndarray,
                kw: np.ndarray) -> int:
     """key[:m] = the UTF-8 bytes of the token buf[a:b] (ASCII bytes, A-Z lowered if
@@ -757,7 +781,7 @@ def _with_state(e: np.uint64, state: int) -> np.uint64:
     return out
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _same_tail(info: np.ndarray, pool: np.ndarray, t: int, key: np.ndarray, n: int) -> bool:
     """Term t's bytes from the 17th on are key[16:n]."""
     o = info[t, 0]
@@ -788,7 +812,7 @@ def _probe(slots: np.ndarray, info: np.ndarray, pool: np.ndarray, key: np.ndarra
         i = (i + np.uint64(1)) & mask
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _insert(table: Arrays, i: int, key: np.ndarray, n: int, w0: np.uint64, w1: np.uint64,
             h: np.uint64, state: int) -> None:
     """Add the key of n bytes (the first 16 in w0, w1, the rest in ``key``) at the empty
@@ -797,7 +821,8 @@ def _insert(table: Arrays, i: int, key: np.ndarray, n: int, w0: np.uint64, w1: n
     t, o = meta[0], meta[1]
     for j in range(min(n, 16)):
         pool[o + j] = ((w0 if j < 8 else w1) >> np.uint64(8 * (j & 7))) & np.uint64(0xFF)
-    pool[o + 16:o + n] = key[16:n]
+    for j in range(16, n):
+        pool[o + j] = key[j]
     pool[o + n] = 0
     info[t, 0], info[t, 1] = o, n
     hashes[t] = h
@@ -807,9 +832,9 @@ def _insert(table: Arrays, i: int, key: np.ndarray, n: int, w0: np.uint64, w1: n
     meta[0], meta[1] = t + 1, o + n + 1
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _rehash(slots: np.ndarray, hashes: np.ndarray, size: int, numbered: np.ndarray,
-            renumber: bool) -> np.ndarray:
+            renumber: bool | np.bool_) -> np.ndarray:
     """The rows of ``slots`` in ``size`` (a power of two) slots; with ``renumber``,
     numbered[s] follows the slot of the term numbered s."""
     out = np.zeros((size, 4), np.uint64)
@@ -821,24 +846,27 @@ def _rehash(slots: np.ndarray, hashes: np.ndarray, size: int, numbered: np.ndarr
         i = hashes[np.int64(e & np.uint64(0xFFFFFFFF)) - 1] & mask
         while out[i, 3] != 0:
             i = (i + np.uint64(1)) & mask
-        out[i] = slots[r]
+        for c in range(4):
+            out[i, c] = slots[r, c]
         if renumber and _state(e) >= 0:
             numbered[_state(e)] = i
     return out
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _grow_rows(info: np.ndarray, need: int) -> np.ndarray:
     if info.shape[0] >= need:
         return info
     out = np.empty((max(need, 2 * info.shape[0]), info.shape[1]), info.dtype)
-    out[:info.shape[0]] = info
+    for r in range(info.shape[0]):
+        for c in range(info.shape[1]):
+            out[r, c] = info[r, c]
     return out
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _reserve(table: Arrays, n_new: int, n_bytes: int, numbered: np.ndarray,
-             renumber: bool) -> Arrays:
+             renumber: bool | np.bool_) -> Arrays:
     """``table`` with room for ``n_new`` more terms of ``n_bytes`` in all, its slots at
     most half full (see :func:`_rehash` for the other arguments)."""
     slots, info, hashes, pool, meta = table
@@ -859,7 +887,7 @@ def _new_table(pool: np.ndarray, offsets: np.ndarray, states: np.ndarray) -> Arr
     n = states.size
     table = (np.zeros((1024, 4), np.uint64), np.empty((64, 2), np.int64),
              np.zeros(64, np.uint64), np.zeros(1024, np.uint8), np.zeros(2, np.int64))
-    table = _reserve(table, n, pool.size, np.empty(0, np.int64), False)
+    table = _reserve(table, n, pool.size, np.empty(0, np.int64), np.bool_(False))
     kw = np.zeros(2, np.uint64)
     for t in range(n):
         key = pool[offsets[t]:offsets[t + 1]]
@@ -874,7 +902,7 @@ def _new_table(pool: np.ndarray, offsets: np.ndarray, states: np.ndarray) -> Arr
 # ----------------------------------------------------------------------------- counting
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _count(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int, lower: bool, fixed: bool,
            table: Arrays, out: Arrays, scratch: Arrays) -> None:
     """Count the tokens buf[spans[2s]:spans[2s + 1]], s0 <= s < s1, room reserved: the ids of
@@ -902,7 +930,7 @@ def _count(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int, lower: bool, fi
         if slots[i, 3] == 0:
             if fixed:
                 continue
-            _insert(table, i, key, n, w0, w1, h, -1)
+            _insert(table, i, key, n, w0, w1, h, np.int64(-1))
         e = slots[i, 3]
         state = _state(e)
         if state == -1 and not fixed:  # kept, first in the batch
@@ -916,7 +944,7 @@ def _count(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int, lower: bool, fi
     counters[0], counters[1] = c, nb
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _span_bytes(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int) -> tuple[int, int]:
     """An upper bound on the UTF-8 bytes of the tokens s0 <= s < s1, and on the longest."""
     width = 1 if buf.itemsize == 1 else 4
@@ -929,7 +957,7 @@ def _span_bytes(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int) -> tuple[i
     return total, longest
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _count_spans(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int, flags: int,
                  table: Arrays, out: Arrays, scratch: Arrays) -> Arrays:
     """Reserve room, then :func:`_count`; returns the (grown) table, out and scratch (the
@@ -940,7 +968,7 @@ def _count_spans(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int, flags: in
     ids, numbered, counters, positions = out
     numbered = _grow(numbered, counters[1] + n_new, 0)
     if not fixed:  # a fixed table is only read (and may be shared)
-        table = _reserve(table, n_new, n_bytes, numbered, True)
+        table = _reserve(table, n_new, n_bytes, numbered, np.bool_(True))
     out = (_grow(ids, counters[0] + s1 - s0, 0), numbered, counters,
            _grow(positions, counters[0] + s1 - s0, 0))
     key, kw = scratch
@@ -951,18 +979,18 @@ def _count_spans(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int, flags: in
     return table, out, scratch
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _tokenize_text(buf: np.ndarray, n: int, ct: np.ndarray, flags: int, table: Arrays,
                    out: Arrays, scratch: Arrays, spans: np.ndarray) -> Arrays:
     """Find and count the tokens of buf[:n] (readable to n + 16); returns (table, out,
     scratch, spans, matches)."""
     spans = _grow(spans, 2 * ((n + 1) // 3 + 2), 0)
     k = _find_tokens(buf, n, ct, bool(flags & LETTERS_ONLY), spans)
-    table, out, scratch = _count_spans(buf, spans, 0, k, flags, table, out, scratch)
+    table, out, scratch = _count_spans(buf, spans, np.int64(0), k, flags, table, out, scratch)
     return table, out, scratch, spans, k
 
 
-@njit(nogil=True, cache=True)
+@_helper
 def _end_batch(slots: np.ndarray, numbered: np.ndarray, nb: int) -> np.ndarray:
     """The term id of each number, and every numbered term back to *not yet numbered*."""
     order = np.empty(nb, np.int64)
