@@ -38,9 +38,14 @@ words and lowercased eight at a time). On the 20 Newsgroups training messages (2
 in-vocabulary tokens per second on one core, the regular expressions 3 M words; of its
 0.29 s, 0.24 s are the kernel (0.06 s of them the dropping rules), 0.02 s the canonical
 CSR, 0.01 s the terms' strings, 0.02 s Python per document (``benchmarks/tokenise.py``).
-Compiling the kernels takes about 45 s once per machine (numba caches them beside this
-module); a new process loads them in about 0.4 s, and builds the class table of all code
-points (0.2 s) at its first non-ASCII document.
+Compiling the kernels takes about 14 s of CPU once per machine (32 s before the helpers
+lost their wrappers, cache files and literal specialisations and their slice assignments:
+see :func:`_helper_options`); numba caches :func:`tokenize_batch`, :func:`_new_table`,
+:func:`_canonical` and :func:`_clean_one` beside this module. A first ``streamtopic
+ingest`` of the 20 Newsgroups training set took 42 s against 76 s before (11.5 s with the
+kernels cached; medians of 3 in turns, at a load average of 3.3-4.5 on 2 CPUs, whose two
+ingest workers each compile the kernels). A new process loads them in about 0.4 s, and
+builds the class table of all code points (0.2 s) at its first non-ASCII document.
 
 Exactness
 ---------
@@ -210,7 +215,7 @@ def kernel_flags(tokenizer: Tokenizer) -> int | None:
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def _helper_options() -> Callable[[_F], _F]:
+def _helper_options(inline: str = "never") -> Callable[[_F], _F]:
     """``njit`` for the helpers, which only the kernels call (:func:`tokenize_batch`,
     :func:`_new_table`, :func:`_clean_one`; LLVM inlines them there): no wrappers to call
     them from Python and no cache files of their own (their callers' caches hold their
@@ -219,13 +224,16 @@ def _helper_options() -> Callable[[_F], _F]:
     helper once for each literal it is called with), and they copy arrays with loops
     rather than slice assignment (which compiles its shape checks' error messages)."""
     options = {"nogil": True, "cache": False, "no_cpython_wrapper": True,
-               "no_cfunc_wrapper": True}
+               "no_cfunc_wrapper": True, "inline": inline}
     jit: Any = njit  # numba's stubs do not list the wrapper options
     decorate: Callable[[_F], _F] = jit(**options)
     return decorate
 
 
 _helper = _helper_options()
+#: For helpers with one or two call sites in a kernel, inlined by numba itself: their
+#: callers then finalize (optimize) one module less (about 2 s of a first compilation).
+_inline = _helper_options("always")
 
 
 @_helper
@@ -600,7 +608,7 @@ def _drop_addresses(bufs: np.ndarray, cur: int, n: int, ct: np.ndarray,
     return cur, n
 
 
-@_helper
+@_inline
 def _clean(src: np.ndarray, bufs: np.ndarray, ct: np.ndarray, flags: int,
            pos: np.ndarray) -> tuple[int, int]:
     """The ASCII text ``src`` as the tokenizer's rules leave it, in one row of ``bufs``
@@ -979,7 +987,7 @@ def _count_spans(buf: np.ndarray, spans: np.ndarray, s0: int, s1: int, flags: in
     return table, out, scratch
 
 
-@_helper
+@_inline
 def _tokenize_text(buf: np.ndarray, n: int, ct: np.ndarray, flags: int, table: Arrays,
                    out: Arrays, scratch: Arrays, spans: np.ndarray) -> Arrays:
     """Find and count the tokens of buf[:n] (readable to n + 16); returns (table, out,
