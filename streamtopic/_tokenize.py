@@ -42,10 +42,11 @@ Compiling the kernels takes about 14 s of CPU once per machine (32 s before the 
 lost their wrappers, cache files and literal specialisations and their slice assignments:
 see :func:`_helper_options`); numba caches :func:`tokenize_batch`, :func:`_new_table`,
 :func:`_canonical` and :func:`_clean_one` beside this module. A first ``streamtopic
-ingest`` of the 20 Newsgroups training set took 42 s against 76 s before (11.5 s with the
-kernels cached; medians of 3 in turns, at a load average of 3.3-4.5 on 2 CPUs, whose two
-ingest workers each compile the kernels). A new process loads them in about 0.4 s, and
-builds the class table of all code points (0.2 s) at its first non-ASCII document.
+ingest`` of the 20 Newsgroups training set takes 23 s against 40.5 s before (6.6 s with
+the kernels cached, as before; medians of 3 in turns at a load average of 1.1-2.2 on 2
+CPUs; 42 s against 76 s at 3.3-4.5), its two worker processes each compiling the kernels.
+A new process loads them in about 0.4 s, and builds the class table of all code points
+(0.2 s) at its first non-ASCII document.
 
 Exactness
 ---------
