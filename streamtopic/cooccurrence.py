@@ -75,7 +75,9 @@ from .store import (
     CooccurrenceStore,
     Deltas,
     StoreError,
+    add_sparse_into,
     block_nonzeros,
+    block_sum,
     open_for_blocks,
     padded_block_map,
     read_q_block,
@@ -537,26 +539,6 @@ def _count_chunk(
     stats.doc_freq += np.bincount(Hu.indices, minlength=V).astype(np.int64)
 
 
-try:  # scipy's kernel behind toarray(): adds a CSR matrix into a dense array, no allocation
-    from scipy.sparse._sparsetools import csr_todense as _csr_add_into
-except ImportError:  # pragma: no cover - a future scipy may move it
-    _csr_add_into = None
-
-
-def _add_sparse_into(dense: np.ndarray, piece: sp.csr_matrix) -> None:
-    """dense += piece, in place."""
-    if _csr_add_into is not None and dense.flags.c_contiguous and dense.dtype == np.float64:
-        idx_type = np.result_type(piece.indptr, piece.indices)
-        _csr_add_into(
-            piece.shape[0], piece.shape[1], piece.indptr.astype(idx_type, copy=False),
-            piece.indices.astype(idx_type, copy=False), piece.data.astype(np.float64, copy=False),
-            dense,
-        )
-        return
-    rows = np.repeat(np.arange(piece.shape[0]), np.diff(piece.indptr))
-    np.add.at(dense, (rows, piece.indices), piece.data)
-
-
 class _DenseSums:
     """Zeroed float64 arrays for the dense running sums of this process, whose memory is
     reused: a writer gives its group's sum back once written (:func:`_write_group`), the
@@ -665,7 +647,7 @@ class _SparseSum:
     def dense(self) -> np.ndarray:
         out = _DENSE_SUMS.take(self.levels[0].shape)
         for x in self.levels:
-            _add_sparse_into(out, x)
+            add_sparse_into(out, x)
         return out
 
 
@@ -682,13 +664,13 @@ def _add_piece(acc: Any, piece: Any) -> Any:
         if isinstance(piece, np.ndarray):
             acc += piece
         else:
-            _add_sparse_into(acc, piece)
+            add_sparse_into(acc, piece)
         return acc
     if isinstance(piece, np.ndarray):
         out = piece.copy()
         if acc is not None:
             for x in acc.levels:
-                _add_sparse_into(out, x)
+                add_sparse_into(out, x)
         return out
     acc = _SparseSum() if acc is None else acc
     acc.add(piece)
@@ -894,7 +876,7 @@ def _write_group(
             stored_form=True, deltas=deltas)
         exact = None if j != i else stats.diag[r0:r1] + (
             0.0 if old is None else np.asarray(old.diagonal()))
-        block = part if old is None else _block_sum(old, part)
+        block = part if old is None else block_sum(old, part)
         if exact is not None:
             block = _set_diagonal(block, exact)
         nnz, sparse = write_q_block(root, new_version, rows, cols, block, arr)
@@ -938,21 +920,6 @@ def _column_blocks(piece: Any, c0: int, c: int, blocks: range, V: int) -> list[A
         out.append(sp.csr_matrix((coo.data[sel], (coo.row[sel], coo.col[sel] - a)),
                                  shape=(piece.shape[0], b - a)))
     return out
-
-
-def _block_sum(old: Any, part: Any) -> Any:
-    """The head's block ``old`` (just read: this task's own) plus the round's ``part``
-    (the group's sum, which this task also owns): sparse while both are, else dense, added
-    in place."""
-    if sp.issparse(old) and sp.issparse(part):
-        return (old + part).tocsr()
-    if sp.issparse(old):
-        old = old.toarray()
-    if isinstance(part, np.ndarray):
-        old += part
-    else:
-        _add_sparse_into(old, part.tocsr())
-    return old
 
 
 def _set_diagonal(block: Any, values: np.ndarray) -> Any:

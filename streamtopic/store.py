@@ -477,7 +477,7 @@ def read_q_block(
     out: Any = (_read_stored(root, version, rows, cols, nnz, sparse) if version > 0
                 else sp.csr_matrix(shape))
     for dv, dn in deltas:
-        out = _plus(out, _read_delta(root, int(dv), rows, cols, int(dn)))
+        out = block_sum(out, _read_delta(root, int(dv), rows, cols, int(dn)))
     if scale != 1.0:
         if sp.issparse(out):
             out.data *= scale
@@ -526,15 +526,40 @@ def _read_delta(root: str, version: int, rows: slice, cols: slice, nnz: int
     return out
 
 
-def _plus(block: Any, delta: sp.csr_matrix) -> Any:
-    """``block`` (a CSR matrix, or an ndarray this read owns) plus a delta: sparse while
-    both are, else added in place; each entry is ``block + delta``, the sum a rewrite of the
-    block would have stored."""
-    if sp.issparse(block):
-        return (block + delta).tocsr()
-    rows = np.repeat(np.arange(delta.shape[0]), np.diff(delta.indptr))
-    block[rows, delta.indices] += delta.data  # canonical CSR: no entry twice
-    return block
+try:  # scipy's kernel behind toarray(): adds a CSR matrix into a dense array, no allocation
+    from scipy.sparse._sparsetools import csr_todense as _csr_add_into
+except ImportError:  # pragma: no cover - a future scipy may move it
+    _csr_add_into = None
+
+
+def add_sparse_into(dense: np.ndarray, piece: sp.csr_matrix) -> None:
+    """dense += piece, in place."""
+    if _csr_add_into is not None and dense.flags.c_contiguous and dense.dtype == np.float64:
+        idx_type = np.result_type(piece.indptr, piece.indices)
+        _csr_add_into(
+            piece.shape[0], piece.shape[1], piece.indptr.astype(idx_type, copy=False),
+            piece.indices.astype(idx_type, copy=False), piece.data.astype(np.float64, copy=False),
+            dense,
+        )
+        return
+    rows = np.repeat(np.arange(piece.shape[0]), np.diff(piece.indptr))
+    np.add.at(dense, (rows, piece.indices), piece.data)
+
+
+def block_sum(old: Any, part: Any) -> Any:
+    """A block ``old`` plus ``part`` (each a CSR matrix or an ndarray; ``old``, when dense,
+    is the caller's own and is added into in place): sparse while both are, else dense.
+    Each entry is ``old + part``: an ingest's sum of the head's block and a round's part,
+    and a read's sum of a block and its delta (:func:`read_q_block`) are the same numbers."""
+    if sp.issparse(old) and sp.issparse(part):
+        return (old + part).tocsr()
+    if sp.issparse(old):
+        old = old.toarray()
+    if isinstance(part, np.ndarray):
+        old += part
+    else:
+        add_sparse_into(old, part.tocsr())
+    return old
 
 
 def _check_count(root: str, version: int, rows: slice, cols: slice, count: int,
