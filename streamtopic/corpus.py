@@ -56,7 +56,7 @@ import scipy.sparse as sp
 from . import _gzindex
 from ._dates import parse_time
 from ._io import written_aside
-from ._tokenize import BatchTokenizer, count_matrix, kernel_flags
+from ._tokenize import BatchTokenizer, count_matrix, kernel_flags, kernels_ready
 from .cluster import n_workers, persist
 from .doccache import CachedDocuments, DamagedCacheError, PartitionRecord, read_partition
 from .limits import (
@@ -691,7 +691,10 @@ class ChunkBuilder:
     A tokenizer built from options (no analyzer, the default or the legacy pattern) runs in
     the compiled kernel (:class:`~streamtopic._tokenize.BatchTokenizer`): the documents of a
     chunk are queued, ASCII ones as raw bytes, and tokenised and counted in one call when
-    the chunk is full; the chunks are the same as the Python path's.
+    the chunk is full; the chunks are the same as the Python path's. Where the kernels are
+    not compiled yet (:func:`~streamtopic._tokenize.kernels_ready`: the first ingest on a
+    machine), the Python path runs while another process compiles them, and builders made
+    afterwards use them.
     """
 
     def __init__(self, source: str, first_doc: int, tokenizer: Tokenizer,
@@ -700,8 +703,11 @@ class ChunkBuilder:
         self.next_doc = first_doc
         self.tokenizer = tokenizer
         self.vocabulary = vocabulary
+        # without the compiled kernels (a first ingest on a machine: numba's cache lacks
+        # them), Python tokenises while another process compiles them
+        self.compiled = tokenizer.max_doc_tokens is not None or kernels_ready()
         self.kernel = (BatchTokenizer(tokenizer, vocabulary)
-                       if kernel_flags(tokenizer) is not None else None)
+                       if kernel_flags(tokenizer) is not None and self.compiled else None)
         if tokenizer.max_doc_tokens is not None and self.kernel is None:
             raise ValueError("max_doc_tokens cuts documents in the compiled tokenizer, which "
                              "takes the built-in token patterns without an analyzer")
@@ -796,7 +802,7 @@ class ChunkBuilder:
             return
         times = np.asarray(self.times, dtype=np.int64) if self.times else None
         ids, indptr, lengths, terms = self._counted()
-        m = count_matrix(ids, indptr, len(terms))
+        m = count_matrix(ids, indptr, len(terms), self.compiled)
         if times is not None and times.size != m.shape[0]:
             raise ValueError("a time field stamps whole documents: read it without "
                              "max_doc_tokens (windows) and stamp every document")

@@ -13,6 +13,7 @@ import json
 import re
 import tarfile
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -268,6 +269,12 @@ def python_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("streamtopic.corpus.kernel_flags", lambda tokenizer: None)
 
 
+def kernels(monkeypatch: pytest.MonkeyPatch, ready: bool) -> None:
+    """Make chunk builders find the compiled kernels ready, or not (a first ingest on a
+    machine: Python tokenises and scipy counts while another process compiles them)."""
+    monkeypatch.setattr("streamtopic.corpus.kernels_ready", lambda: ready)
+
+
 ODD_DOCS = [
     "Caf\u00e9 na\u00efve \u0130stanbul STRASSE stra\u00dfe x\u00b2 \U0001d400bc",  # non-ASCII
     "In article <1993Apr5.1@cs.cmu.edu> joe@cs.cmu.edu (Joe) writes:\n> quoted text\n",
@@ -314,12 +321,18 @@ def test_chunks_equal_the_python_paths(tmp_path, monkeypatch, news_sample, fmt):
         for opts in options:
             corpus = st_.read_corpus(path, tokenizer=tokenizer, blocksize=2**16, **opts)
             assert corpus.npartitions > 1
-            fast = list(corpus.iter_chunks())
-            words = sorted({t for ch in fast for t in ch.terms})
-            vocab = [*words[::3], "notaword", "the", words[5], "Café"]  # a stop word, a repeat
-            fast_onto = list(corpus.onto(vocab).iter_chunks())
+            with monkeypatch.context() as m:
+                kernels(m, True)
+                fast = list(corpus.iter_chunks())
+                words = sorted({t for ch in fast for t in ch.terms})
+                vocab = [*words[::3], "notaword", "the", words[5], "Café"]  # stop word, repeat
+                fast_onto = list(corpus.onto(vocab).iter_chunks())
             with monkeypatch.context() as m:
                 python_path(m)
+                assert_same_chunks(fast, list(corpus.iter_chunks()))
+                assert_same_chunks(fast_onto, list(corpus.onto(vocab).iter_chunks()))
+            with monkeypatch.context() as m:
+                kernels(m, False)
                 assert_same_chunks(fast, list(corpus.iter_chunks()))
                 assert_same_chunks(fast_onto, list(corpus.onto(vocab).iter_chunks()))
             assert sum(ch.n_replaced for ch in fast) > 0 or fmt == "jsonl"
@@ -330,12 +343,37 @@ def test_document_counts_with_texts_and_token_lists(monkeypatch):
                   "the fox and the dog", ["fox"] * 3]
     vocab = ["fox", "caf\u00e9", "dog", "the", "a\0b", "", "x" * 40, "article", "joe"]
     for tokenizer in (CONFIGS["default"], CONFIGS["legacy"]):
-        fast = document_counts(docs, vocab, tokenizer)
         with monkeypatch.context() as m:
-            python_path(m)
-            slow = document_counts(docs, vocab, tokenizer)
-        assert (fast != slow).nnz == 0 and fast.shape == slow.shape == (len(docs), len(vocab))
+            kernels(m, True)
+            fast = document_counts(docs, vocab, tokenizer)
+        for path in (python_path, partial(kernels, ready=False)):
+            with monkeypatch.context() as m:
+                path(m)
+                slow = document_counts(docs, vocab, tokenizer)
+            assert (fast != slow).nnz == 0
+            assert fast.shape == slow.shape == (len(docs), len(vocab))
         assert fast.sum() > 0
+
+
+def test_without_the_kernels_a_builder_tokenises_in_python(monkeypatch):
+    """A chunk builder that finds the kernels missing (a first ingest) makes no
+    BatchTokenizer and counts with scipy: it compiles nothing in its own process."""
+    monkeypatch.setattr("streamtopic.corpus.kernels_ready", lambda: False)
+    calls: list[bool] = []
+
+    def count(ids: np.ndarray, indptr: np.ndarray, n_terms: int, compiled: bool = True
+              ) -> sp.csr_matrix:
+        calls.append(compiled)
+        return kt.count_matrix(ids, indptr, n_terms, compiled)
+
+    monkeypatch.setattr("streamtopic.corpus.count_matrix", count)
+    builder = st_.corpus.ChunkBuilder("x", 0, CONFIGS["default"])
+    assert builder.kernel is None and not builder.compiled
+    builder.add_bytes(b"The fox and the dog, the fox")
+    builder.flush()
+    (chunk,) = builder.chunks
+    assert dict(zip(chunk.terms, chunk.counts.toarray()[0], strict=True)) == {"fox": 2, "dog": 1}
+    assert calls == [False]
 
 
 def test_count_matrix_is_csr_after_sum_duplicates():
@@ -344,14 +382,17 @@ def test_count_matrix_is_csr_after_sum_duplicates():
         n_docs, n_terms = int(rng.integers(0, 30)), int(rng.integers(1, 60))
         indptr = np.r_[0, np.cumsum(rng.integers(0, 40, n_docs))].astype(np.int64)
         ids = rng.integers(0, n_terms, indptr[-1]).astype(np.int32)
-        got = kt.count_matrix(ids, indptr, n_terms)
-        want = sp.csr_matrix((np.ones(ids.size, np.int32), ids, indptr),
+        want = sp.csr_matrix((np.ones(ids.size, np.int32), ids.copy(), indptr.copy()),
                              shape=(n_docs, n_terms))
         want.sum_duplicates()
-        for arr in ("data", "indices", "indptr"):
-            u, v = getattr(got, arr), getattr(want, arr)
-            assert u.dtype == v.dtype and np.array_equal(u, v)
-        assert got.has_canonical_format
+        for compiled in (True, False):
+            given_ids, given_indptr = ids.copy(), indptr.copy()
+            got = kt.count_matrix(ids, indptr, n_terms, compiled)
+            for arr in ("data", "indices", "indptr"):
+                u, v = getattr(got, arr), getattr(want, arr)
+                assert u.dtype == v.dtype and np.array_equal(u, v)
+            assert got.has_canonical_format and got.shape == want.shape
+            assert np.array_equal(ids, given_ids) and np.array_equal(indptr, given_indptr)
 
 
 def test_table_grows_and_keeps_ids_across_batches():

@@ -4,6 +4,7 @@ cache, a child process fills it so that the fit's own process only loads it."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 import streamtopic as st
-from streamtopic import _warmup, synth
+from streamtopic import _tokenize, _warmup, synth
 from streamtopic._kernels import add_rows, cvb0_documents
 from streamtopic.corpus import read_corpus
 from streamtopic.refinement import refine_topics
@@ -91,3 +92,58 @@ def test_a_first_import_fills_the_cache_after_it_has_exited(tmp_path):
                          text=True, timeout=300)
     assert out.stdout.split() == ["True"], out.stderr
     assert list(cache.glob(f"**/{_warmup.LOCK_NAME}"))
+
+
+
+_INGEST = """
+import json, sys, time
+from streamtopic import _tokenize as kt
+from streamtopic.corpus import ChunkBuilder
+from streamtopic.vocabulary import Tokenizer
+
+def build(vocabulary):
+    builder = ChunkBuilder("x", 0, Tokenizer(), vocabulary)
+    builder.add_bytes(b"The fox and the dog, the fox")
+    builder.add_text("Caf\\u00e9 na\\u00efve fox")
+    builder.add_matches(["fox", "the", "Dog"])
+    builder.flush()
+    chunk = builder.chunks[0]
+    return builder.kernel is not None, dict(zip(chunk.terms, chunk.counts.sum(0).A1.tolist()))
+
+if sys.argv[1] == "first":
+    print(json.dumps([build(None), build(("fox", "dog", "caf\\u00e9"))]))
+    t0 = time.monotonic()
+    while not kt.kernels_ready():  # the child compiles them (at the lowest priority)
+        assert time.monotonic() - t0 < 900, "the kernels never reached the cache"
+        time.sleep(0.5)
+else:
+    print(json.dumps([build(None), build(("fox", "dog", "caf\\u00e9"))]))
+"""
+
+
+@pytest.mark.slow
+def test_a_first_ingest_tokenises_in_python_while_a_child_compiles(tmp_path):
+    """With numba's cache empty, chunk builders tokenise in Python (compiling nothing in
+    their own process) while one child compiles the tokenizer's kernels; the next process
+    loads every kernel it calls from the cache and counts the same."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), NUMBA_DEBUG_CACHE="1")
+    env.pop(_warmup.WARMUP_ENV, None)
+    runs = {}
+    for run in ("first", "next"):
+        out = subprocess.run([sys.executable, "-c", _INGEST, run], env=env,
+                             capture_output=True, text=True, timeout=1200)
+        assert out.returncode == 0, out.stderr[-2000:]
+        lines = out.stdout.splitlines()
+        runs[run] = json.loads(next(line for line in lines if line.startswith("[[")))
+        # numba's cache messages of this process (not the child's, whose output is dropped)
+        runs[run + " saved"] = [line for line in lines
+                                if "data saved" in line and "_tokenize" in line]
+        runs[run + " loaded"] = [line for line in lines
+                                 if "data loaded" in line and "_tokenize" in line]
+    assert [kernel for kernel, _ in runs["first"]] == [False, False]
+    assert [kernel for kernel, _ in runs["next"]] == [True, True]
+    assert [counts for _, counts in runs["first"]] == [counts for _, counts in runs["next"]]
+    assert runs["first"][0][1] == {"fox": 4, "dog": 1, "Dog": 1, "café": 1, "naïve": 1}
+    assert not runs["first saved"] and not runs["first loaded"]  # nothing compiled there
+    assert not runs["next saved"] and len(runs["next loaded"]) >= 3  # all from the cache
+    assert list((tmp_path / "numba").glob(f"**/{_tokenize.LOCK_NAME}"))
