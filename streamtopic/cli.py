@@ -97,7 +97,8 @@ _scheduler_options = _grouped("sched", _Scheduler, [
         type=click.Choice(["auto", "cluster", "inproc", "threads", "sync"]),
         default="auto", show_default=True,
         help="What runs when no scheduler is named: 'auto' uses threads for numerical inputs "
-             "(UCI, HDF5, stores) and a local cluster of processes (with dashboard) for text.",
+             "(UCI, HDF5, stores) and text below 256 MiB, and a local cluster of processes "
+             "(with dashboard) for more text.",
     ),
     click.option("--quiet", "-q", is_flag=True, help="No progress bars or dashboard link."),
     click.option(
@@ -251,12 +252,16 @@ def _numeric_inputs(inputs: Sequence[str], fmt: str) -> bool:
 #: process against 3.5 s on two worker processes).
 SMALL_TEXT_BYTES = 64 * 2**20
 
-#: ``ingest`` and ``update`` read text below this many bytes (on disk) on threads in their
-#: own process under ``--local auto``: a local cluster of worker processes takes 2 to 3 s to
-#: start and stop, while the pipeline tokenises 6 to 10 MB of text per second and core
-#: (1.1M to 1.8M tokens/s, benchmarks/rawtext_scale.py), so below 8 MiB the processes cost
-#: more than they save. A 1% batch of 20 Newsgroups (113 documents) took 19 s on the cluster.
-SMALL_INGEST_BYTES = 8 * 2**20
+#: ``ingest``, ``update`` and ``fit`` read text below this many bytes (on disk) on threads in
+#: their own process under ``--local auto``: a local cluster of worker processes takes 2 to
+#: 3 s to start and stop and pickles every chunk it hands on, while the compiled tokenizer
+#: and pair counting release the GIL, so threads tokenise in parallel too. Measured (``fit
+#: -k 20`` of the 20 Newsgroups training messages as JSON Lines, repeated 1, 2, 4 and 8 times:
+#: 21.8, 43.6, 87 and 174 MiB; medians of 3 in turns on 2 CPUs, quiet): threads 6.9, 10.4,
+#: 18.8 and 33.3 s against 9.7, 13.3, 22.8 and 38.0 s on the process cluster, with 25-30%
+#: less CPU. Above 256 MiB (a run of a minute or more, unmeasured here) the cluster stays, and
+#: with it the dashboard. A 1% batch of 20 Newsgroups (113 documents) took 19 s on it.
+SMALL_INGEST_BYTES = 256 * 2**20
 
 
 def _light_inputs(inputs: Sequence[str], fmt: str) -> bool:
@@ -845,9 +850,11 @@ def fit(source: str, output: str, model_format: str, top: int, store_path: str |
     _writing(store, output)
 
     def stage(name: str, numeric: bool) -> Any:
-        # tokenising text wants the process cluster, the numerical stages threads (they
-        # release the GIL and share memory); a chosen scheduler runs both
-        return sched(numeric=numeric or (name == "fit" and not sched.chosen))
+        # tokenising much text wants the process cluster, little text (SMALL_INGEST_BYTES)
+        # and the numerical stages threads (they release the GIL and share memory); a chosen
+        # scheduler runs both
+        light = name == "ingest" and not sched.chosen and _light_inputs([source], reader.fmt)
+        return sched(numeric=numeric or light or (name == "fit" and not sched.chosen))
 
     t0 = time.perf_counter()
     chosen = params.params(scratch or os.path.dirname(os.path.abspath(output)))

@@ -194,9 +194,19 @@ def _recorded_schedulers(monkeypatch, tmp_path, extra):
 
 
 def test_fit_of_text_ingests_on_processes_and_fits_on_threads(monkeypatch, tmp_path):
+    from streamtopic import cli
+
+    monkeypatch.setattr(cli, "SMALL_INGEST_BYTES", 10)
     calls = _recorded_schedulers(monkeypatch, tmp_path, [])
     assert [c["numeric"] for c in calls] == [False, True]  # cluster, then threads
     assert all(c["local"] == "auto" for c in calls)
+
+
+def test_fit_of_little_text_runs_on_threads(monkeypatch, tmp_path):
+    """Below ``SMALL_INGEST_BYTES`` the ingest of ``fit`` stays on threads, as ``ingest``
+    does: a process cluster takes longer to start and stop than it saves."""
+    calls = _recorded_schedulers(monkeypatch, tmp_path, [])
+    assert [c["numeric"] for c in calls] == [True, True]
 
 
 def test_a_small_text_ingest_runs_on_threads(monkeypatch, tmp_path):
