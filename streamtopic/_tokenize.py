@@ -51,9 +51,10 @@ priority, one per machine, :func:`streamtopic._warmup.start_in_background`) and 
 builders tokenise in Python meanwhile (the reference: 3 M words per second, the same
 tokens), counting with scipy (:func:`count_matrix` with ``compiled=False``). A first ``streamtopic
 fit`` of the 20 Newsgroups training set (K = 20, an empty numba cache, the EM kernels
-compiling at the same time) took 21.0 s against 53.5 s with the code before, the second fit
-15.3 s and 15.0 s (medians of 3 in turns, load 3.0-3.3: another session's job on one of the
-2 CPUs; ``benchmarks/first_fit.py --corpus``).
+compiling at the same time) took 11.7 s against 28.3 s with the code before, the second fit
+10.4 s and 9.9 s (medians of 3 in turns on 2 CPUs, quiet; 21.0 s against 53.5 s with another
+job on one CPU). ``benchmarks/first_fit.py --corpus``: first 11.4 s, second 10.1 s (1.13);
+with ``STREAMTOPIC_WARMUP=0`` 28.9 s and 10.4 s (2.78).
 A new process loads them in about 0.4 s, and builds the class table of all code points
 (0.2 s) at its first non-ASCII document.
 
