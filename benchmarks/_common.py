@@ -106,3 +106,15 @@ def write_result(result: dict[str, Any], path: str) -> str:
     with written_aside(path) as tmp, open(tmp, "w") as fh:
         fh.write(text + "\n")
     return text
+
+
+def load_shared_tokens(tokens: str) -> tuple[Any, Any, list[str]]:
+    """The shared tokens ``real_corpora.py --keep`` leaves in the directory ``tokens``: the
+    training and test documents (CSR, documents × words) and the vocabulary."""
+    import scipy.sparse as sp
+
+    train = sp.load_npz(os.path.join(tokens, "train.npz")).tocsr()
+    test = sp.load_npz(os.path.join(tokens, "test.npz")).tocsr()
+    with open(os.path.join(tokens, "vocab.txt"), encoding="utf-8") as fh:
+        vocab = fh.read().split("\n")[:-1]
+    return train, test, vocab

@@ -56,7 +56,7 @@ from numba import njit
 
 import fit as fitbench  # benchmarks/fit.py: the streamtopic command
 import real_corpora as rc
-from _common import machine_info, write_result
+from _common import load_shared_tokens, machine_info, write_result
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.join(HERE, "results", "gibbs.json")
@@ -106,6 +106,22 @@ def tokens_of(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> np.n
     return words
 
 
+@njit(nogil=True, cache=True, inline="always")
+def assign(cum: np.ndarray, s: float, t: int, d: int, w: int, z: np.ndarray, ndk: np.ndarray,
+           nkw: np.ndarray, nk: np.ndarray) -> int:
+    """Draw token t's topic from the cumulative weights ``cum`` (K,) of total ``s``, record
+    it in z and add it to the counts; returns it."""
+    u = np.random.random() * s
+    k = 0
+    while k < cum.size - 1 and cum[k] < u:
+        k += 1
+    z[t] = k
+    ndk[d, k] += 1
+    nkw[w, k] += 1
+    nk[k] += 1
+    return k
+
+
 @njit(nogil=True, cache=True)
 def draw_start(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, beta_t: np.ndarray,
                n_dk: np.ndarray, alpha: np.ndarray, z: np.ndarray, ndk: np.ndarray,
@@ -124,14 +140,7 @@ def draw_start(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, beta_t
                 s += (n_dk[d, k] + alpha[k]) * beta_t[w, k]
                 cum[k] = s
             for _ in range(int(data[q])):
-                u = np.random.random() * s
-                k = 0
-                while k < K - 1 and cum[k] < u:
-                    k += 1
-                z[t] = k
-                ndk[d, k] += 1
-                nkw[w, k] += 1
-                nk[k] += 1
+                assign(cum, s, t, d, w, z, ndk, nkw, nk)
                 t += 1
 
 
@@ -161,14 +170,7 @@ def sweeps(tok_ptr: np.ndarray, words: np.ndarray, z: np.ndarray, ndk: np.ndarra
                 for j in range(K):
                     s += (ndk[d, j] + alpha[j]) * (nkw[w, j] + eta) * inv[j]
                     cum[j] = s
-                u = np.random.random() * s
-                k = 0
-                while k < K - 1 and cum[k] < u:
-                    k += 1
-                z[t] = k
-                ndk[d, k] += 1
-                nkw[w, k] += 1
-                nk[k] += 1
+                k = assign(cum, s, t, d, w, z, ndk, nkw, nk)
                 inv[k] = 1.0 / (nk[k] + veta)
 
 
@@ -215,16 +217,6 @@ def prepare(name: str, workdir: str, seed: int) -> tuple[str, str]:
     if not os.path.exists(os.path.join(tokens, "vocab.txt")):
         rc.shared_tokens(store, data["test_input"], tokens)
     return store, tokens
-
-
-def load_tokens(tokens: str) -> tuple[Any, Any, list[str]]:
-    import scipy.sparse as sp
-
-    train = sp.load_npz(os.path.join(tokens, "train.npz")).tocsr()
-    test = sp.load_npz(os.path.join(tokens, "test.npz")).tocsr()
-    with open(os.path.join(tokens, "vocab.txt"), encoding="utf-8") as fh:
-        vocab = fh.read().split("\n")[:-1]
-    return train, test, vocab
 
 
 def scored(components: np.ndarray, vocab: list[str], test: Any, train: Any) -> dict[str, Any]:
@@ -274,7 +266,7 @@ def run_case(name: str, store: str, tokens: str, K: int, seed: int, a: argparse.
     of ``--random-variants``, each S of ``--random-sweeps``)."""
     from streamtopic import AnchorTopicModel, refinement
 
-    train, test, vocab = load_tokens(tokens)
+    train, test, vocab = load_shared_tokens(tokens)
     train = train.astype(np.float64)
     V = len(vocab)
     t0 = time.perf_counter()

@@ -27,20 +27,10 @@ import time
 from typing import Any
 
 import real_corpora as rc
-from _common import machine_info, write_result
+from _common import load_shared_tokens, machine_info, write_result
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.join(HERE, "results", "prior.json")
-
-
-def _load_tokens(tokens: str) -> tuple[Any, Any, list[str]]:
-    import scipy.sparse as sp
-
-    train = sp.load_npz(os.path.join(tokens, "train.npz")).tocsr()
-    test = sp.load_npz(os.path.join(tokens, "test.npz")).tocsr()
-    with open(os.path.join(tokens, "vocab.txt"), encoding="utf-8") as fh:
-        vocab = fh.read().split("\n")[:-1]
-    return train, test, vocab
 
 
 def one_fit(store: str, K: int, seed: int, prior: str, eta: float,
@@ -90,7 +80,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for case in a.case:
         name, _, paths = case.partition("=")
         store, tokens = paths.split(",")
-        train, test, vocab = _load_tokens(tokens)
+        train, test, vocab = load_shared_tokens(tokens)
         for K in (int(k) for k in a.topics.split(",")):
             for r in range(a.repeats):
                 for prior, eta in variants:
