@@ -53,8 +53,10 @@ tokens), counting with scipy (:func:`count_matrix` with ``compiled=False``). A f
 fit`` of the 20 Newsgroups training set (K = 20, an empty numba cache, the EM kernels
 compiling at the same time) took 11.7 s against 28.3 s with the code before, the second fit
 10.4 s and 9.9 s (medians of 3 in turns on 2 CPUs, quiet; 21.0 s against 53.5 s with another
-job on one CPU). ``benchmarks/first_fit.py --corpus``: first 11.4 s, second 10.1 s (1.13);
-with ``STREAMTOPIC_WARMUP=0`` 28.9 s and 10.4 s (2.78).
+job on one CPU). ``benchmarks/first_fit.py --corpus`` then gave first 11.4 s, second 10.1 s
+(1.13; with ``STREAMTOPIC_WARMUP=0`` 28.9 s and 10.4 s); with text below 256 MiB on threads
+(``cli.SMALL_INGEST_BYTES``), first 8.9 s, second 7.1 s (1.27; 24.4 s and 7.2 s), the
+Python path now sharing one process's GIL.
 A new process loads them in about 0.4 s, and builds the class table of all code points
 (0.2 s) at its first non-ASCII document.
 

@@ -121,7 +121,6 @@ with open(sys.argv[3], "a") as lock:
     getattr(importlib.import_module(sys.argv[1]), sys.argv[2])()
 """
 _started: set[str] = set()
-_children: list[subprocess.Popen[bytes]] = []  # referenced: not reaped with a warning
 
 
 def warm_up() -> float:
@@ -227,12 +226,15 @@ def start_in_background(module: str, function: str, lock_name: str, anchor: Any)
     env = dict(os.environ, **{WARMUP_ENV: "0"})
     try:
         os.makedirs(directory, exist_ok=True)
-        _children.append(subprocess.Popen(
-            [sys.executable, "-c", _BACKGROUND_CHILD, module, function,
-             os.path.join(directory, lock_name), root],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            env=env))
-    except OSError as exc:
+        # detached through a shell that exits at once: nobody has to reap the child, which
+        # outlives the caller (init adopts it); it stays in the caller's process group, so
+        # an interrupt of the command ends it too
+        subprocess.run(["/bin/sh", "-c", '"$0" "$@" &', sys.executable, "-c",
+                        _BACKGROUND_CHILD, module, function,
+                        os.path.join(directory, lock_name), root],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, env=env, check=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
         log.info("could not start the compilation of %s: %s", module, exc)
         return False
     log.info("compiling the kernels of %s in another process", module)

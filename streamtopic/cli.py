@@ -71,6 +71,14 @@ class _Scheduler:
             performance_report=self.performance_report,
         )
 
+    def light(self, inputs: Sequence[str], fmt: str) -> bool:
+        """Whether ``inputs`` are read on threads under ``--local auto``: numerical, or
+        little text (``SMALL_INGEST_BYTES``), unless ``--workers`` asks for worker
+        processes."""
+        if _numeric_inputs(inputs, fmt):
+            return True
+        return self.n_workers is None and _little_text(inputs, fmt)
+
     @property
     def chosen(self) -> bool:
         """Whether the user chose the scheduler (named one, or a local kind), so that every
@@ -264,13 +272,10 @@ SMALL_TEXT_BYTES = 64 * 2**20
 SMALL_INGEST_BYTES = 256 * 2**20
 
 
-def _light_inputs(inputs: Sequence[str], fmt: str) -> bool:
-    """Whether threads suffice for ingesting ``inputs``: numerical, or little text
-    (``SMALL_INGEST_BYTES``)."""
+def _little_text(inputs: Sequence[str], fmt: str) -> bool:
+    """Whether ``inputs`` hold less than ``SMALL_INGEST_BYTES`` on disk."""
     from .corpus import expand_inputs
 
-    if _numeric_inputs(inputs, fmt):
-        return True
     try:
         size = sum(os.path.getsize(path) for path, _ in expand_inputs(list(inputs), fmt))
     except (CorpusError, OSError):
@@ -407,7 +412,7 @@ def ingest(inputs: tuple[str, ...], store_path: str, skip_existing: bool, grow_v
     new store records these settings; an existing store reads new input as it was built.
     """
     _writing(store_path)
-    with sched(numeric=_light_inputs(inputs, reader.fmt)):
+    with sched(numeric=sched.light(inputs, reader.fmt)):
         report = reader.ingest(inputs, store_path, skip_existing=skip_existing,
                                progress=not sched.quiet, grow=grow_vocab,
                                memory_budget=None if memory_budget is None
@@ -567,7 +572,7 @@ def update(model_path: str, inputs: tuple[str, ...], output: str | None, fmt: st
 
     out = output or model_path
     _writing(out)
-    with sched(numeric=_light_inputs(inputs, fmt)):
+    with sched(numeric=sched.light(inputs, fmt)):
         result = do_update(model_path, list(inputs), output=out, progress=not sched.quiet,
                            new_topics=new_topics, format=fmt, text_field=text_field)
     for line in result.summary():
@@ -853,7 +858,7 @@ def fit(source: str, output: str, model_format: str, top: int, store_path: str |
         # tokenising much text wants the process cluster, little text (SMALL_INGEST_BYTES)
         # and the numerical stages threads (they release the GIL and share memory); a chosen
         # scheduler runs both
-        light = name == "ingest" and not sched.chosen and _light_inputs([source], reader.fmt)
+        light = name == "ingest" and not sched.chosen and sched.light([source], reader.fmt)
         return sched(numeric=numeric or light or (name == "fit" and not sched.chosen))
 
     t0 = time.perf_counter()

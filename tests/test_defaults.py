@@ -209,6 +209,14 @@ def test_fit_of_little_text_runs_on_threads(monkeypatch, tmp_path):
     assert [c["numeric"] for c in calls] == [True, True]
 
 
+def test_workers_ask_for_the_process_cluster(monkeypatch, tmp_path):
+    """``--workers N`` names the local cluster's worker processes: little text then goes to
+    them too."""
+    calls = _recorded_schedulers(monkeypatch, tmp_path, ["--workers", "2"])
+    assert [c["numeric"] for c in calls] == [False, True]
+    assert all(c["n_workers"] == 2 for c in calls)
+
+
 def test_a_small_text_ingest_runs_on_threads(monkeypatch, tmp_path):
     """``ingest`` of little text (below ``SMALL_INGEST_BYTES``) stays in its process on
     threads: a cluster of worker processes takes longer to start than the work; more text
