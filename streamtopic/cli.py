@@ -266,7 +266,7 @@ SMALL_TEXT_BYTES = 64 * 2**20
 #: and pair counting release the GIL, so threads tokenise in parallel too. Measured (``fit
 #: -k 20`` of the 20 Newsgroups training messages as JSON Lines, repeated 1, 2, 4 and 8 times:
 #: 21.8, 43.6, 87 and 174 MiB; medians of 3 in turns on 2 CPUs, quiet): threads 6.9, 10.4,
-#: 18.8 and 33.3 s against 9.7, 13.3, 22.8 and 38.0 s on the process cluster, with 25-30%
+#: 18.8 and 33.3 s against 9.7, 13.3, 22.8 and 38.0 s on the process cluster, with 15-30%
 #: less CPU. Above 256 MiB (a run of a minute or more, unmeasured here) the cluster stays, and
 #: with it the dashboard. A 1% batch of 20 Newsgroups (113 documents) took 19 s on it.
 SMALL_INGEST_BYTES = 256 * 2**20
