@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit
 
 __all__ = ["add_pairs_dense", "add_rows", "compile_refinement_kernels", "count_pairs",
-           "cvb0_documents", "cvb0_estep", "mixture_weights"]
+           "cvb0_documents", "cvb0_estep", "helper_jit", "mixture_weights"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -149,16 +149,18 @@ CVB0_FASTMATH = {"nnan", "ninf", "nsz", "contract", "reassoc", "afn"}
 STALLED_ROUNDS = 4
 
 
-def _inlined(fastmath: set[str] | bool = False) -> Callable[[_F], _F]:
+def helper_jit(fastmath: set[str] | bool = False, inline: str = "never"
+               ) -> Callable[[_F], _F]:
     """``njit`` for helpers that only other kernels call (and LLVM inlines there: the
-    E-step's and :func:`mixture_weights`'): no wrappers to call them from Python (a C
-    function pointer wrapper costs 0.04 s of compilation each) and no cache files of their
-    own (their callers' caches hold their code). With the dtype allocations out of the kernel
+    E-step's, :func:`mixture_weights`', the tokenizer's): no wrappers to call them from
+    Python (a C function pointer wrapper costs 0.04 s of compilation each) and no cache files
+    of their own (their callers' caches hold their code). ``inline="always"`` inlines the
+    helper in numba's IR too. With the dtype allocations out of the kernel
     (:func:`cvb0_estep`), one map for both of its modes (:data:`FRESH`) and :func:`_copy`,
     the first compilation of the E-step went from 6.4 to 2.6 s of CPU (numba imported, the
     project's machine under load)."""
     options = {"nogil": True, "fastmath": fastmath, "cache": False,
-               "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+               "no_cpython_wrapper": True, "no_cfunc_wrapper": True, "inline": inline}
     jit: Any = njit  # numba's stubs do not list the wrapper options
     decorate: Callable[[_F], _F] = jit(**options)
     return decorate
@@ -171,7 +173,7 @@ def _inlined(fastmath: set[str] | bool = False) -> Callable[[_F], _F]:
 FRESH, LEAVE_OUT = np.float32(0.0), np.float32(1.0)
 
 
-@_inlined()
+@helper_jit()
 def _copy(dst: np.ndarray, src: np.ndarray) -> None:
     """``dst[:] = src`` for 1-d arrays of one size, as a loop: numba's slice assignment
     compiles its shape checks' error messages (string formatting), 3.7 s of a first
@@ -180,7 +182,7 @@ def _copy(dst: np.ndarray, src: np.ndarray) -> None:
         dst[i] = src[i]
 
 
-@_inlined(CVB0_FASTMATH)
+@helper_jit(CVB0_FASTMATH)
 def _cvb0_map(
     R: np.ndarray, indices: np.ndarray, data: np.ndarray, p0: int, p1: int,
     beta_t: np.ndarray, n_dk: np.ndarray, alpha: np.ndarray, own: np.float32, out: np.ndarray,
@@ -217,7 +219,7 @@ def _cvb0_map(
     return moved
 
 
-@_inlined(CVB0_FASTMATH)
+@helper_jit(CVB0_FASTMATH)
 def _squarem_counts(t: np.ndarray, t1: np.ndarray, t2: np.ndarray, total: float) -> None:
     """SQUAREM's extrapolation (Varadhan and Roland 2008, scheme S3) of topic counts, in
     place in ``t``, from N, F(N), F(F(N)): x = N − 2s r + s² v with r = F(N) − N,
@@ -242,7 +244,7 @@ def _squarem_counts(t: np.ndarray, t1: np.ndarray, t2: np.ndarray, total: float)
         t[k] = t[k] * (total / s) if s > 0.0 else t2[k]
 
 
-@_inlined(CVB0_FASTMATH)
+@helper_jit(CVB0_FASTMATH)
 def _cvb0_document(
     R: np.ndarray, work: np.ndarray, n32: np.ndarray, indices: np.ndarray, data: np.ndarray,
     p0: int, p1: int, beta_t: np.ndarray, alpha: np.ndarray, tol: float, max_iter: int,
@@ -288,7 +290,7 @@ def _cvb0_document(
     return maps
 
 
-@_inlined(CVB0_FASTMATH)
+@helper_jit(CVB0_FASTMATH)
 def _cvb0_start(N: np.ndarray, step: np.ndarray, nd: float, warm: bool) -> None:
     """A document's starting counts, in place in N (K,): when ``warm``, N + ``step`` (the
     change of its last pass) clamped at 0 and rescaled to ``nd`` tokens, else uniform."""
@@ -306,7 +308,7 @@ def _cvb0_start(N: np.ndarray, step: np.ndarray, nd: float, warm: bool) -> None:
         N[k] = N[k] * (nd / s) if s > 0.0 else nd / K
 
 
-@_inlined(CVB0_FASTMATH)
+@helper_jit(CVB0_FASTMATH)
 def _cvb0_summary(R: np.ndarray, indices: np.ndarray, data: np.ndarray, p0: int, p1: int,
                   beta_t: np.ndarray, alpha: np.ndarray, N: np.ndarray, out_t: np.ndarray,
                   n32: np.ndarray) -> float:
@@ -465,7 +467,7 @@ def compile_refinement_kernels() -> None:
     add_rows(np.zeros((3, 2)), np.array([0, 2], dtype=np.int64), out)
 
 
-@_inlined()
+@helper_jit()
 def _mixture_step(theta: np.ndarray, acc: np.ndarray, indices: np.ndarray, data: np.ndarray,
                   p0: int, p1: int, At: np.ndarray) -> None:
     """``acc`` (K,) ← Σ_w h_w A_w / (θ·A_w) over one document's entries p0:p1."""
@@ -482,7 +484,7 @@ def _mixture_step(theta: np.ndarray, acc: np.ndarray, indices: np.ndarray, data:
             acc[k] += r * row[k]
 
 
-@_inlined()
+@helper_jit()
 def _mixture_em(t: np.ndarray, out: np.ndarray, acc: np.ndarray, indices: np.ndarray,
                 data: np.ndarray, p0: int, p1: int, At: np.ndarray, alpha: np.ndarray, n: float,
                 alpha0: float) -> float:
@@ -495,7 +497,7 @@ def _mixture_em(t: np.ndarray, out: np.ndarray, acc: np.ndarray, indices: np.nda
     return moved
 
 
-@_inlined()
+@helper_jit()
 def _squarem_point(t: np.ndarray, t1: np.ndarray, t2: np.ndarray, x: np.ndarray) -> None:
     """SQUAREM's extrapolation (Varadhan and Roland 2008, scheme S3) from θ, F(θ), F(F(θ)):
     x = θ − 2s r + s² v with r = F(θ) − θ, v = F(F(θ)) − 2F(θ) + θ, s = −‖r‖/‖v‖ (at most

@@ -38,13 +38,14 @@ words and lowercased eight at a time). On the 20 Newsgroups training messages (2
 in-vocabulary tokens per second on one core, the regular expressions 3 M words; of its
 0.29 s, 0.24 s are the kernel (0.06 s of them the dropping rules), 0.02 s the canonical
 CSR, 0.01 s the terms' strings, 0.02 s Python per document (``benchmarks/tokenise.py``).
-Compiling the kernels takes about 14 s of CPU once per machine (32 s before the helpers
-lost their wrappers, cache files and literal specialisations and their slice assignments:
-see :func:`_helper_options`); numba caches :func:`tokenize_batch`, :func:`_new_table`,
-:func:`_canonical` and :func:`_clean_one` beside this module. A first ``streamtopic
-ingest`` of the 20 Newsgroups training set takes 23 s against 40.5 s before (6.6 s with
-the kernels cached, as before; medians of 3 in turns at a load average of 1.1-2.2 on 2
-CPUs; 42 s against 76 s at 3.3-4.5), its two worker processes each compiling the kernels.
+Compiling the kernels takes about 14 s of CPU once per machine (32 s before the helpers lost
+their wrappers, cache files and literal specialisations and their slice assignments: see
+:func:`streamtopic._kernels.helper_jit`); numba caches :func:`tokenize_batch`,
+:func:`_new_table`, :func:`_canonical` and :func:`_clean_one` beside this module. A first
+``streamtopic ingest`` of the 20 Newsgroups training set takes 23 s against 40.5 s before
+(6.6 s with the kernels cached, as before; medians of 3 in turns at a load average of
+1.1-2.2 on 2 CPUs; 42 s against 76 s at 3.3-4.5), its two worker processes each compiling
+the kernels.
 So no ingest waits for them any more: where they are neither compiled nor cached,
 :func:`kernels_ready` starts their compilation in a background process (at the lowest
 priority, one per machine, :func:`streamtopic._warmup.start_in_background`) and the chunk
@@ -120,16 +121,17 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
 from . import _warmup
+from ._kernels import helper_jit
 from .vocabulary import DEFAULT_TOKEN_PATTERN, LEGACY_TOKEN_PATTERN, Tokenizer
 
 __all__ = [
@@ -229,28 +231,16 @@ def kernel_flags(tokenizer: Tokenizer) -> int | None:
 
 # ----------------------------------------------------------------------------- small helpers
 
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _helper_options(inline: str = "never") -> Callable[[_F], _F]:
-    """``njit`` for the helpers, which only the kernels call (:func:`tokenize_batch`,
-    :func:`_new_table`, :func:`_clean_one`; LLVM inlines them there): no wrappers to call
-    them from Python and no cache files of their own (their callers' caches hold their
-    code), as in :mod:`streamtopic._kernels`. Their callers pass no literal constants
-    where a helper takes a value (``np.int64(58)``, ``np.bool_(True)``: numba compiles a
-    helper once for each literal it is called with), and they copy arrays with loops
-    rather than slice assignment (which compiles its shape checks' error messages)."""
-    options = {"nogil": True, "cache": False, "no_cpython_wrapper": True,
-               "no_cfunc_wrapper": True, "inline": inline}
-    jit: Any = njit  # numba's stubs do not list the wrapper options
-    decorate: Callable[[_F], _F] = jit(**options)
-    return decorate
-
-
-_helper = _helper_options()
+# The helpers, which only the kernels call (:func:`tokenize_batch`, :func:`_new_table`,
+# :func:`_clean_one`; LLVM inlines them there), have no wrappers and no cache files of their
+# own (:func:`streamtopic._kernels.helper_jit`). Their callers pass no literal constants
+# where a helper takes a value (``np.int64(58)``, ``np.bool_(True)``: numba compiles a helper
+# once for each literal it is called with), and they copy arrays with loops rather than
+# slice assignment (which compiles its shape checks' error messages).
+_helper = helper_jit()
 #: For helpers with one or two call sites in a kernel, inlined by numba itself: their
 #: callers then finalize (optimize) one module less (about 2 s of a first compilation).
-_inline = _helper_options("always")
+_inline = helper_jit(inline="always")
 
 
 @_helper
