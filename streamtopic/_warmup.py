@@ -145,25 +145,28 @@ def _kernels_file() -> str:
     return str(_kernels.__file__)
 
 
-def _cache_index() -> str | None:
-    """The path of numba's cache index of the E-step kernel; None when numba's cache cannot
-    be inspected (another numba) or the kernel is compiled in this process already."""
-    from ._kernels import cvb0_documents
+def _em_kernels() -> tuple[Any, Any]:
+    """The refinement's cached kernels (numba dispatchers)."""
+    from ._kernels import add_rows, cvb0_documents
 
-    dispatcher: Any = cvb0_documents  # numba's Dispatcher: its cache is not in its type
+    return cvb0_documents, add_rows
+
+
+def _cache_directory(dispatcher: Any) -> str | None:
+    """The directory of numba's cache of ``dispatcher``; None when numba's cache cannot be
+    inspected (another numba)."""
     try:
         index: str = dispatcher._cache._cache_file._index_path
-    except AttributeError:  # another numba: do nothing rather than guess
+    except AttributeError:
         return None
-    return None if dispatcher.signatures else index
+    return os.path.dirname(index)
 
 
 def cache_is_warm() -> bool:
-    """Whether numba's cache holds the E-step kernel (its index file exists; a stale one,
-    after an edit of the source, counts as warm: the first call then compiles, as without
-    warm-up). True when numba's cache cannot be inspected."""
-    index = _cache_index()
-    return index is None or os.path.exists(index)
+    """Whether the refinement's kernels are compiled in this process or in numba's cache
+    (:func:`compiled_or_cached`: an index that matches the source, no compilation under
+    way). True when numba's cache cannot be inspected."""
+    return compiled_or_cached(_em_kernels(), LOCK_NAME)
 
 
 def _lock_is_free(path: str) -> bool:
@@ -192,10 +195,9 @@ def compiled_or_cached(dispatchers: Sequence[Any], lock_name: str) -> bool:
     for dispatcher in dispatchers:
         if dispatcher.signatures:
             continue
+        directory = _cache_directory(dispatcher)
         try:
-            cache_file = dispatcher._cache._cache_file
-            overloads = cache_file._load_index()
-            directory = os.path.dirname(cache_file._index_path)
+            overloads = dispatcher._cache._cache_file._load_index()
         except (AttributeError, OSError, EOFError, ValueError):  # another numba, a torn index
             return True
         if not overloads:
@@ -217,9 +219,8 @@ def start_in_background(module: str, function: str, lock_name: str, anchor: Any)
         if module in _started:
             return False
         _started.add(module)
-    try:
-        directory = os.path.dirname(anchor._cache._cache_file._index_path)
-    except AttributeError:
+    directory = _cache_directory(anchor)
+    if directory is None:
         return False
     package = sys.modules[module.partition(".")[0]]
     root = os.path.dirname(os.path.dirname(str(package.__file__)))
@@ -241,12 +242,11 @@ def start_in_background(module: str, function: str, lock_name: str, anchor: Any)
     return True
 
 
-def _compile_in_child(kernels: str, index: str) -> None:
-    """Run :data:`_CHILD` on the module file ``kernels``. Imports nothing: a thread started
-    while the package is being imported would wait for the import's end at its first
-    ``import`` of the package."""
+def _compile_in_child(kernels: str, lock: str) -> None:
+    """Run :data:`_CHILD` on the module file ``kernels`` under the lock file ``lock``.
+    Imports nothing: a thread started while the package is being imported would wait for the
+    import's end at its first ``import`` of the package."""
     t0 = time.perf_counter()
-    lock = os.path.join(os.path.dirname(index), LOCK_NAME)
     # stderr to a file, not a pipe: the child goes on when a short command (``streamtopic
     # demo-path``) has exited, and a write to a pipe without reader would end it
     with tempfile.TemporaryFile() as err:
@@ -279,12 +279,14 @@ def start(at_import: bool = False) -> threading.Thread | None:
     if at_import and multiprocessing.parent_process() is not None:
         return None
     with _lock:
-        if _thread is None:
-            index = _cache_index()
-            if index is not None and not os.path.exists(index):
-                _thread = threading.Thread(target=_compile_in_child,
-                                           args=(_kernels_file(), index),
-                                           name="streamtopic-warmup", daemon=True)
+        if _thread is None and not cache_is_warm():
+            # (a compilation under way elsewhere: the child waits for its lock, then loads)
+            directory = _cache_directory(_em_kernels()[0])
+            if directory is not None:
+                _thread = threading.Thread(
+                    target=_compile_in_child,
+                    args=(_kernels_file(), os.path.join(directory, LOCK_NAME)),
+                    name="streamtopic-warmup", daemon=True)
                 _thread.start()
         return _thread
 

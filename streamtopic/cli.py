@@ -72,9 +72,11 @@ class _Scheduler:
         )
 
     def light(self, inputs: Sequence[str], fmt: str) -> bool:
-        """Whether ``inputs`` are read on threads under ``--local auto``: numerical, or
-        little text (``SMALL_INGEST_BYTES``), unless ``--workers`` asks for worker
+        """Whether ``inputs`` are read on threads: under ``--local auto``, numerical inputs,
+        or little text (``SMALL_INGEST_BYTES``) unless ``--workers`` asks for worker
         processes."""
+        if self.chosen:
+            return False
         if _numeric_inputs(inputs, fmt):
             return True
         return self.n_workers is None and _little_text(inputs, fmt)
@@ -858,7 +860,7 @@ def fit(source: str, output: str, model_format: str, top: int, store_path: str |
         # tokenising much text wants the process cluster, little text (SMALL_INGEST_BYTES)
         # and the numerical stages threads (they release the GIL and share memory); a chosen
         # scheduler runs both
-        light = name == "ingest" and not sched.chosen and sched.light([source], reader.fmt)
+        light = name == "ingest" and sched.light([source], reader.fmt)
         return sched(numeric=numeric or light or (name == "fit" and not sched.chosen))
 
     t0 = time.perf_counter()

@@ -4,6 +4,7 @@ cache, a child process fills it so that the fit's own process only loads it."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -83,7 +84,10 @@ def test_a_first_import_fills_the_cache_after_it_has_exited(tmp_path):
     subprocess.run([sys.executable, "-c", "import streamtopic"], env=env, check=True,
                    timeout=300)
     for _ in range(600):  # the child compiles for a few seconds (more on a loaded machine)
-        if list(cache.glob("**/_kernels.cvb0_documents-*.nbi")):
+        locks = list(cache.glob(f"**/{_warmup.LOCK_NAME}"))
+        if list(cache.glob("**/_kernels.cvb0_documents-*.nbi")) and locks:
+            with open(locks[0], "rb") as lock:  # and has finished: it holds the lock till then
+                fcntl.flock(lock, fcntl.LOCK_SH)
             break
         time.sleep(0.5)
     env[_warmup.WARMUP_ENV] = "0"  # the check itself starts nothing
