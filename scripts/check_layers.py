@@ -56,8 +56,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("store and tokenizer", ("store", "_tokenize")),
     ("services", ("cluster", "vocabulary", "_scratch", "_warmup")),
     ("utilities", ("_io", "_locking", "_kernels", "_pairs", "_numeric", "_params", "_stopwords",
-                   "_gzindex", "_version", "_random", "_dates", "doccache", "progress", "fitted",
-                   "manifest", "limits")),
+                   "_gzindex", "_tarlist", "_version", "_random", "_dates", "doccache", "progress",
+                   "fitted", "manifest", "limits")),
     ("digests", ("integrity",)),
 ]
 

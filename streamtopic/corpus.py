@@ -56,6 +56,7 @@ import scipy.sparse as sp
 from . import _gzindex
 from ._dates import parse_time
 from ._io import written_aside
+from ._tarlist import plain_members
 from ._tokenize import BatchTokenizer, count_matrix, kernel_flags, kernels_ready
 from .cluster import n_workers, persist
 from .doccache import CachedDocuments, DamagedCacheError, PartitionRecord, read_partition
@@ -1572,7 +1573,8 @@ def _archive_listing(path: str) -> tuple[tuple[tuple[str, int, int], ...], str |
     st = os.stat(path)
     try:
         return _archive_listing_cached(path, st.st_mtime_ns, st.st_size)
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+    except (tarfile.TarError, OSError, EOFError, zlib.error, ValueError) as exc:
+        # ValueError: tarfile's, on a member size past any seek offset
         raise CorpusError(path, f"cannot read archive: {exc}") from exc
 
 
@@ -1582,7 +1584,12 @@ def _archive_listing_cached(path: str, mtime_ns: int,
     saved = _saved_listing(path)
     if saved is not None:
         return saved
-    if _compression(path) != "gzip" or not _gzindex.available():
+    compression = _compression(path)
+    if compression is None:  # most archives: straight from the headers, else tarfile below
+        listing = plain_members(path)
+        if listing is not None:
+            return listing, None
+    if compression != "gzip" or not _gzindex.available():
         with tarfile.open(path, mode="r:*") as tar:
             return tuple((m.name, m.offset_data, m.size) for m in tar if m.isfile()), None
     # one pass through a reader that records seek points: partitions then enter the
