@@ -356,7 +356,8 @@ def _refine_diagnostics(refined: Any) -> dict[str, Any]:
     out = {"passes": len(refined.loglik_per_token),
            "loglik_per_token": refined.loglik_per_token,
            "seconds": refined.seconds, "theta_iterations": refined.theta_iterations}
-    for name in ("converged", "sample_docs", "sample_tokens", "full_pass"):
+    for name in ("converged", "sample_docs", "sample_tokens", "full_pass", "extrapolations",
+                 "rejected"):
         if hasattr(refined, name):
             out[name] = getattr(refined, name)
     if getattr(refined, "alpha", None) is not None:  # the prior of θ_d its E-steps used

@@ -362,9 +362,12 @@ def test_kernels_with_words_no_topic_gives_a_probability():
 
 
 def test_stops_on_convergence_and_passes_runs_exactly(corpus):
+    """Plain EM (``accelerate=False``): it stops at the first pass whose relative gain is
+    below ``tol``; ``passes`` runs exactly that many."""
     A, d, vocab, _ = corpus
     start = _perturbed(A)
-    res = refine_topics(start, _parts(d), vocab, tol=1e-4, max_passes=50)
+    res = refine_topics(start, _parts(d), vocab, tol=1e-4, max_passes=50, accelerate=False)
+    assert res.extrapolations == [] and res.rejected == 0
     f = np.asarray(res.loglik_per_token)
     rel = (f[1:] - f[:-1]) / np.abs(f[1:])
     assert res.converged and 2 <= res.passes < 50, res.passes
@@ -373,13 +376,59 @@ def test_stops_on_convergence_and_passes_runs_exactly(corpus):
     assert (np.diff(f) > 0).all(), f  # EM raises the likelihood
     iters = res.theta_iterations  # each pass starts from the previous pass' topic counts
     assert iters[-1] < 0.5 * iters[0], iters
-    looser = refine_topics(start, _parts(d), vocab, tol=1e-2)
+    looser = refine_topics(start, _parts(d), vocab, tol=1e-2, accelerate=False)
     assert looser.passes < res.passes
-    exact = refine_topics(start, _parts(d), vocab, passes=res.passes + 3)
+    exact = refine_topics(start, _parts(d), vocab, passes=res.passes + 3)  # plain EM too
     assert exact.passes == len(exact.loglik_per_token) == res.passes + 3
+    assert exact.extrapolations == []
     np.testing.assert_array_equal(exact.loglik_per_token[:res.passes], f)  # same path
-    capped = refine_topics(start, _parts(d), vocab, tol=0.0, max_passes=4)
-    assert capped.passes == 4 and not capped.converged
+    for accelerate in (False, True):
+        capped = refine_topics(start, _parts(d), vocab, tol=0.0, max_passes=4,
+                               accelerate=accelerate)
+        assert capped.passes == 4 and not capped.converged
+
+
+def test_squarem_reaches_plain_ems_likelihood_in_fewer_passes(corpus):
+    """The default EM is accelerated by SQUAREM: cycles of two EM steps and an extrapolated
+    one. Plain EM needs at least 4 more passes (here 20 against 14) to reach the likelihood
+    where SQUAREM stops, which is at topics as close to the truth; only the plain steps
+    test convergence."""
+    A, d, vocab, _ = corpus
+    start = _perturbed(A, weight=0.6)
+    fast = refine_topics(start, _parts(d), vocab, tol=1e-5)
+    plain = refine_topics(start, _parts(d), vocab, tol=0.0, max_passes=40, accelerate=False)
+    assert fast.converged
+    assert fast.extrapolations and all(a <= -1.0 for a in fast.extrapolations)
+    f, p = np.asarray(fast.loglik_per_token), np.asarray(plain.loglik_per_token)
+    reached = np.flatnonzero(p >= f.max())
+    assert reached.size and reached[0] + 1 >= fast.passes + 4, (fast.passes, reached[:1])
+    # a cycle is three passes; the stopping test is the second pass of one
+    assert fast.passes % 3 == 2
+    rel = (f[-1] - f[-2]) / abs(f[-1])
+    assert rel < 1e-5
+    assert (matched_l1(A, fast.components.T).mean
+            <= matched_l1(A, plain.components.T).mean + 0.002)
+    np.testing.assert_allclose(fast.components.sum(axis=1), 1.0)
+
+
+def test_squarem_falls_back_to_the_plain_step_when_extrapolation_overshoots(corpus,
+                                                                            monkeypatch):
+    """Extrapolations forced far too long (a ≤ −30) are less likely than the plain steps
+    before them: the safeguard rejects them and goes on from x₂, and the topics returned
+    are the most likely ones evaluated, so the result is still as likely as plain EM's."""
+    import streamtopic.refinement as refinement
+
+    A, d, vocab, _ = corpus
+    start = _perturbed(A, weight=0.6)
+    monkeypatch.setattr(refinement, "SQUAREM_MIN_STEP", 30.0)
+    wild = refine_topics(start, _parts(d), vocab, tol=0.0, max_passes=14)
+    plain = refine_topics(start, _parts(d), vocab, tol=0.0, max_passes=9, accelerate=False)
+    assert wild.rejected >= 1, wild.extrapolations
+    f = np.asarray(wild.loglik_per_token)
+    assert f.min() < f[0]  # an extrapolation fell below where EM started
+    assert f.max() >= max(plain.loglik_per_token[:5])  # yet EM went on from the plain steps
+    np.testing.assert_allclose(wild.components.sum(axis=1), 1.0)
+    assert np.isfinite(wild.components).all() and (wild.components > 0).all()
 
 
 def test_whole_corpus_sample_is_read_once_and_has_no_full_pass(corpus, reads):
@@ -477,11 +526,14 @@ def test_uninformative_and_zero_rows_get_topics(corpus):
     start = np.tile(unigram, (K, 1))
     start[:, core] = A.T[:, core] * unigram[core].sum() / A.T[:, core].sum(axis=1, keepdims=True)
     start[:, core[::7]] = 0.0  # exact zeros, some words 0 in every topic
-    res = refine_topics(start, _parts(d), vocab)
-    assert np.isfinite(res.components).all() and np.isfinite(res.loglik_per_token).all()
+    plain = refine_topics(start, _parts(d), vocab, accelerate=False)
     # every token counts from the first pass (words 0 in every topic too): the likelihood
-    # rises pass after pass, and EM does not stop at once
-    assert res.passes > 3 and (np.diff(res.loglik_per_token) > 0).all(), res.loglik_per_token
+    # rises pass after pass of plain EM, and EM does not stop at once
+    f = plain.loglik_per_token
+    assert plain.passes > 3 and (np.diff(f) > 0).all(), f
+    res = refine_topics(start, _parts(d), vocab)  # accelerated: not monotone pass by pass
+    assert np.isfinite(res.components).all() and np.isfinite(res.loglik_per_token).all()
+    assert res.passes > 3 and max(res.loglik_per_token) >= f[-1] - 1e-4 * abs(f[-1])
     m = matched_l1(A, res.components.T)
     Bt = res.components[m.matching] / res.components[m.matching].sum(axis=0)
     At = A.T / np.maximum(A.T.sum(axis=0), 1e-300)
