@@ -104,7 +104,7 @@ def add_pairs_dense(
     data : ndarray of float64, shape (nnz,)
         The counts h_dw.
     w : ndarray of float64, shape (n_docs,)
-        Document weights 1 / (n_d (n_d − 1)).
+        Document weights w_d (the store's ``doc_weight``: 1/(n_d − 1) or 1/(n_d (n_d − 1))).
     r0, r1, c0, c1 : int
         The rectangle of Q that ``acc`` holds.
     """

@@ -1280,11 +1280,19 @@ class CooccurrenceStore:
 
     @property
     def doc_length(self) -> str:
-        """What a document's length n_d (in w_d = 1/(n_d(n_d − 1))) is in this store:
+        """What a document's length n_d (in the weights w_d) is in this store:
         ``'input'``, its length in its input whatever the vocabulary (stores built since
         fit-time vocabularies: :data:`DOC_LENGTH`), or ``'vocabulary'``, its tokens in the
         store's vocabulary (older stores, which keep it for their incremental ingests)."""
         return doc_length_of(self.config)
+
+    @property
+    def doc_weight(self) -> str:
+        """How the documents' Q_d weigh in this store's sum: ``'tokens'``, each as its
+        length, w_d = 1/(n_d − 1) (stores built now: :data:`DOC_WEIGHT`), or
+        ``'documents'``, each alike, w_d = 1/(n_d(n_d − 1)) (older stores, which keep it for
+        their incremental ingests)."""
+        return doc_weight_of(self.config)
 
     @property
     def q_total(self) -> float:
@@ -2084,12 +2092,28 @@ class CooccurrenceStore:
 
 #: ``doc_length`` of the stores ingest builds now (recorded in their config).
 DOC_LENGTH = "input"
+#: ``doc_weight`` of the stores ingest builds now (recorded in their config): each
+#: document's Q_d weighs as its tokens, w_d = 1/(n_d − 1) (see :mod:`streamtopic.cooccurrence`).
+DOC_WEIGHT = "tokens"
+#: The weights a store's config may record: per token, or the same for every document
+#: (w_d = 1/(n_d(n_d − 1)), the stores built before ``doc_weight``).
+DOC_WEIGHTS = ("tokens", "documents")
 
 
 def doc_length_of(config: dict[str, Any]) -> str:
     """The document-length definition a store's ``config`` records (see
     :attr:`CooccurrenceStore.doc_length`): ``'vocabulary'`` when it records none."""
     return str(config.get("doc_length", "vocabulary"))
+
+
+def doc_weight_of(config: dict[str, Any]) -> str:
+    """The document weighting a store's ``config`` records (see
+    :attr:`CooccurrenceStore.doc_weight`): ``'documents'`` when it records none."""
+    weight = str(config.get("doc_weight", "documents"))
+    if weight not in DOC_WEIGHTS:
+        raise StoreError(f"the store's configuration records doc_weight={weight!r}; expected "
+                         f"one of {', '.join(DOC_WEIGHTS)}")
+    return weight
 
 
 def _block_records(

@@ -13,15 +13,18 @@ from numba import njit
 TOKEN = re.compile(r"(?u)\b\w\w+\b")
 
 
-def dense_cooccurrence_sum(H: sp.spmatrix, lengths: np.ndarray | None = None) -> np.ndarray:
-    """Σ_d (h hᵀ − diag h)/(n(n−1)) over rows with n >= 2, as a dense V×V array; n are the
-    documents' ``lengths`` (their input lengths), by default the row sums of ``H``."""
+def dense_cooccurrence_sum(H: sp.spmatrix, lengths: np.ndarray | None = None,
+                           weight: str = "tokens") -> np.ndarray:
+    """Σ_d w_d (h hᵀ − diag h) over rows with n >= 2, as a dense V×V array, w_d = 1/(n − 1)
+    (``weight='tokens'``, what stores built now hold) or 1/(n(n − 1)) (``'documents'``);
+    n are the documents' ``lengths`` (their input lengths), by default the row sums of
+    ``H``."""
     H = sp.csr_matrix(H, dtype=np.float64)
     n = (np.asarray(H.sum(axis=1)).ravel() if lengths is None
          else np.asarray(lengths, dtype=np.float64).ravel())
     H = H[n >= 2]
     n = n[n >= 2]
-    w = 1.0 / (n * (n - 1))
+    w = 1.0 / (n - 1) if weight == "tokens" else 1.0 / (n * (n - 1))
     Hd = H.toarray()
     Q = (Hd.T * w) @ Hd
     Q -= np.diag((Hd.T * w).sum(axis=1))

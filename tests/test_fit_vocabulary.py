@@ -227,10 +227,10 @@ def test_selection_has_gensim_semantics(news):
 def test_documents_are_normalised_by_their_input_length(tmp_path):
     """Hand-made text into a fixed vocabulary, then UCI counts with a word outside it: a
     document is counted when its input length is >= 2, whatever the vocabulary keeps, and
-    w_d = 1/(n_d(n_d − 1)) with n_d its input length."""
+    w_d = 1/(n_d − 1) (per token, the stores built now) with n_d its input length."""
     (tmp_path / "vocab.txt").write_text("apple\nbrook\n")
     lines = ["apple the of",  # n = 3 (two stop words), one kept token: counted, Q_d = 0
-             "apple apple zebra",  # n = 3 (an OOV word), diagonal (2² − 2)/(3·2)
+             "apple apple zebra",  # n = 3 (an OOV word), diagonal (2² − 2)/(3 − 1)
              "apple brook",  # n = 2
              "brook",  # n = 1: skipped
              "of the and"]  # n = 3: counted, no kept word
@@ -240,6 +240,7 @@ def test_documents_are_normalised_by_their_input_length(tmp_path):
                     progress=False)
     s = CooccurrenceStore.open(store_path)
     assert s.doc_length == "input"
+    assert s.doc_weight == "tokens" and s.config["doc_weight"] == "tokens"
     assert rep.n_docs == s.n_docs == 4 and rep.n_skipped_docs == 1
     assert s.n_tokens == 3 + 3 + 2 + 3
     np.testing.assert_array_equal(s.doc_freq, [3, 1])
@@ -247,10 +248,13 @@ def test_documents_are_normalised_by_their_input_length(tmp_path):
     H = sp.csr_matrix(np.array([[1, 0], [2, 0], [1, 1], [0, 1], [0, 0]], dtype=float))
     n = np.array([3.0, 3.0, 2.0, 1.0, 3.0])
     want = dense_cooccurrence_sum(H, n)
-    np.testing.assert_allclose(want, [[1 / 3, 1 / 2], [1 / 2, 0.0]], rtol=1e-15)
+    np.testing.assert_allclose(want, [[1.0, 1.0], [1.0, 0.0]], rtol=1e-15)
     np.testing.assert_allclose(s.Q_sum.compute(), want, rtol=1e-14, atol=0)
-    assert s.q_total == pytest.approx(4 / 3, rel=1e-15)  # Σ n'(n'−1) w: what Q sums to
-    np.testing.assert_allclose(s.Q.compute(), want / (4 / 3), rtol=1e-14)
+    assert s.q_total == pytest.approx(3.0, rel=1e-15)  # Σ n'(n'−1) w: what Q sums to
+    np.testing.assert_allclose(s.Q.compute(), want / 3.0, rtol=1e-14)
+    # per document, the same documents would have given (1/3, 1/2) and a total of 4/3
+    np.testing.assert_allclose(dense_cooccurrence_sum(H, n, weight="documents"),
+                               [[1 / 3, 1 / 2], [1 / 2, 0.0]], rtol=1e-15)
     assert s.verify() == []
 
     # UCI counts into the same store: n_d is the row sum over all of the file's words
@@ -265,8 +269,8 @@ def test_documents_are_normalised_by_their_input_length(tmp_path):
     add = dense_cooccurrence_sum(sp.csr_matrix(np.array([[1, 0], [0, 2], [0, 0]], float)),
                                  np.array([5.0, 2.0, 2.0]))
     np.testing.assert_allclose(s2.Q_sum.compute() - want, add, rtol=0, atol=1e-15)
-    np.testing.assert_allclose(add, [[0.0, 0.0], [0.0, 1.0]], atol=1e-15)
-    assert s2.q_total == pytest.approx(4 / 3 + 1.0, rel=1e-15)
+    np.testing.assert_allclose(add, [[0.0, 0.0], [0.0, 2.0]], atol=1e-15)
+    assert s2.q_total == pytest.approx(3.0 + 2.0, rel=1e-15)
     assert s2.verify() == []
 
 
@@ -287,8 +291,10 @@ def test_input_lengths_count_stop_words(tmp_path):
 
 
 def _as_old_store(path: Path) -> None:
-    """Make ``path`` look like a store written before input lengths: no ``doc_length`` in
-    its configuration, no ``q_mass`` in its head (and, as then, no digests)."""
+    """Make ``path`` look like a store written before input lengths: no ``doc_length`` nor
+    ``doc_weight`` in its configuration, no ``q_mass`` in its head (and, as then, no
+    digests). Ingest it with ``streamtopic.cooccurrence.DOC_WEIGHT`` set to
+    ``'documents'``, as such stores were counted."""
     from ._legacy import downgrade_to_format4
 
     downgrade_to_format4(path)
@@ -296,6 +302,7 @@ def _as_old_store(path: Path) -> None:
     meta = dict(root.attrs["streamtopic"])
     config = dict(meta["config"])
     config.pop("doc_length")
+    config.pop("doc_weight")
     root.attrs["streamtopic"] = dict(meta, config=config)
     head = zarr.open_group(str(path / "versions" / f"v{meta['head']:06d}"), mode="r+")
     attrs = dict(head.attrs)
@@ -304,13 +311,17 @@ def _as_old_store(path: Path) -> None:
     head.attrs.update(attrs)
 
 
-def test_old_store_keeps_its_definition_and_refuses_a_selection(tmp_path):
+def test_old_store_keeps_its_definition_and_refuses_a_selection(tmp_path, monkeypatch):
+    import streamtopic.cooccurrence as cooccurrence
+
     words = ["apple", "brook", "cedar", "delta", "ember"]
     rng = np.random.default_rng(0)
     docs = [" ".join(rng.choice(words, size=rng.integers(2, 8))) for _ in range(60)]
     (tmp_path / "a.txt").write_text("\n".join(docs) + "\n")
     path = tmp_path / "old.zarr"
-    st.ingest(str(tmp_path / "a.txt"), path, min_df=1, max_df=1.0, progress=False)
+    with monkeypatch.context() as m:  # stores were counted per document then
+        m.setattr(cooccurrence, "DOC_WEIGHT", "documents")
+        st.ingest(str(tmp_path / "a.txt"), path, min_df=1, max_df=1.0, progress=False)
     _as_old_store(path)
     old = CooccurrenceStore.open(path)
     assert old.doc_length == "vocabulary" and old.q_total == old.n_docs
@@ -323,6 +334,7 @@ def test_old_store_keeps_its_definition_and_refuses_a_selection(tmp_path):
     st.ingest(str(tmp_path / "b.txt"), path, progress=False)
     s = CooccurrenceStore.open(path)
     assert s.doc_length == "vocabulary" and "doc_length" not in s.config
+    assert s.doc_weight == "documents" and "doc_weight" not in s.config  # as it was
     index = {t: i for i, t in enumerate(s.vocab)}
     H = sp.csr_matrix((len(more), s.V))
     H = sp.lil_matrix(H)
@@ -330,7 +342,8 @@ def test_old_store_keeps_its_definition_and_refuses_a_selection(tmp_path):
         for tok in Tokenizer()(line):
             if tok in index:
                 H[d, index[tok]] += 1
-    add = dense_cooccurrence_sum(sp.csr_matrix(H))  # n: tokens in the vocabulary
+    # n: tokens in the vocabulary; w_d = 1/(n(n − 1)), per document
+    add = dense_cooccurrence_sum(sp.csr_matrix(H), weight="documents")
     np.testing.assert_allclose(s.Q_sum.compute() - before, add, rtol=0, atol=1e-14)
     assert s.n_docs == 60 + 2  # "cedar and unknown" has one token in the vocabulary
     assert s.q_total == s.n_docs and abs(float(s.Q.sum().compute()) - 1.0) < 1e-12

@@ -376,7 +376,7 @@ def test_accumulation_links_dense_and_sparse_paths_agree(bounds, pair_kernels):
                   data_rvs=lambda n: rng.integers(1, 4, n).astype(float))
     H = H[np.asarray(H.sum(axis=1)).ravel() >= 2]
     n = np.asarray(H.sum(axis=1)).ravel()
-    w = 1.0 / (n * (n - 1))
+    w = 1.0 / (n - 1)  # per token: the default weights
     full = (H.T @ sp.diags(w) @ H).toarray()  # diagonal Σ h² w: the writer's to replace
     r0, r1, c0, c1 = bounds
     want = full[r0:r1, c0:c1]
@@ -447,7 +447,7 @@ def test_pair_kernel_equals_scipy(bounds, pair_kernels):
     pair_kernels.add_pairs_dense(got, part.indptr, part.indices, part.data, part.w,
                                  r0, r1, c0, c1)
     n = np.asarray(H.sum(axis=1)).ravel()
-    full = (H.T @ sp.diags(1.0 / (n * (n - 1))) @ H).toarray()
+    full = (H.T @ sp.diags(1.0 / (n - 1)) @ H).toarray()  # per token: the default weights
     np.testing.assert_allclose(got - 0.5, full[r0:r1, c0:c1], rtol=1e-13, atol=1e-16)
     count = pair_kernels.count_pairs(part.indptr, part.indices, r0, r1, c0, c1)
     Hd = (H > 0).astype(np.int64)

@@ -75,7 +75,7 @@ def expected_q_sum(ids_list, terms):
         n = WORDS_PER_LINE
         S = (H.T @ H).toarray()
         S[np.diag_indices(V)] -= np.asarray(H.sum(axis=0)).ravel()
-        total += S / (n * (n - 1))
+        total += S / (n - 1)  # w_d = 1/(n_d − 1): the stores' per-token weights
     return total
 
 

@@ -133,10 +133,10 @@ def test_writers_racing_over_a_stale_lock_one_commits(tmp_path):
             assert all("another ingest is writing" in o for o in refused), outcome
             s = CooccurrenceStore.open(store)
             assert s.version == r + 2
-            # the recorded total of the documents' pairs (n_d is the input length: stop
-            # words count in it, so this is below n_docs)
+            # the recorded total of the documents' pairs, Σ n'_d(n'_d − 1)/(n_d − 1) (n_d is
+            # the input length: stop words count in it, so this is below the tokens)
             assert q_total(s) == pytest.approx(s.q_total, rel=1e-12)
-            assert 0 < s.q_total <= s.n_docs
+            assert 0 < s.q_total <= s.n_tokens
             assert len(s.sources) == r + 2
             del s
     assert not is_locked(os.path.join(store, LOCK))
