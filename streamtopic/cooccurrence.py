@@ -16,25 +16,26 @@ document's 4,950 pairs on a two-token document's single pair, so the rows of rar
 mid-frequency words of Q̄ are dominated by a few short documents (the reason for
 :data:`~streamtopic.anchors.ANCHOR_MAX_SHARE`), and anchors come out generic. Per token,
 each pair of a document weighs 1/(n − 1): short documents count for their tokens. Measured
-with the default fit over five seeds (0-4) against the same fits per document (Q over the
-core words recomputed in memory from the store's cached documents, before EM's SQUAREM;
-``benchmarks/results/real_corpora.json`` has the fits through the store; held-out
-nats/token by document completion; NPMI of the top 10 words on the training documents;
-``benchmarks/real_corpora.py``'s scorer; the mean over the seeds, the range in brackets):
+with the default fit over seeds 0-4, each input ingested both ways (``python
+benchmarks/doc_weight.py``, ``results/doc_weight.json``; NPMI of the top 10 words on the
+training documents, the mean and the range over the seeds; held-out nats/token by document
+completion, the mean; ``benchmarks/real_corpora.py``'s scorer), per token against per
+document:
 
-* 20 Newsgroups, K = 20: NPMI 0.266 [0.258, 0.279] against 0.238 [0.225, 0.245]; held-out
-  −8.0468 against −8.0483. K = 50: 0.284 [0.273, 0.295] against 0.257 [0.244, 0.266];
-  −7.9176 against −7.9266.
-* KOS, K = 20: 0.207 [0.200, 0.213] against 0.190 [0.186, 0.194]; −7.4042 against −7.4190.
-  K = 50: 0.216 [0.204, 0.225] against 0.191 [0.189, 0.193]; −7.3322 against −7.3408.
-* SOTU paragraphs, K = 20: 0.189 [0.181, 0.192] against 0.170 [0.166, 0.174]; −7.5944
-  against −7.6045.
+* 20 Newsgroups, K = 20: NPMI 0.266 [0.258, 0.276] against 0.240 [0.230, 0.245]; held-out
+  −8.0431 against −8.0443. K = 50: 0.283 [0.270, 0.298] against 0.261 [0.259, 0.262];
+  −7.9134 against −7.9190.
+* KOS, K = 20: 0.207 [0.192, 0.215] against 0.190 [0.187, 0.192]; −7.4036 against −7.4171.
+  K = 50: 0.214 [0.203, 0.224] against 0.191 [0.185, 0.196]; −7.3294 against −7.3371.
+* SOTU paragraphs, K = 20: 0.188 [0.182, 0.192] against 0.170 [0.167, 0.177]; −7.5870
+  against −7.5876. K = 50: 0.201 against 0.193; −7.5548 against −7.5749.
 
 (tomotopy, 1,000 Gibbs iterations, same tokens: 0.278, 0.290; 0.207, 0.214; 0.174.)
-Weights between the two, w_d = (n(n − 1))^−a, did worse on 20 Newsgroups K = 20 at a =
-0.25, 0.4 and 0.75 (NPMI 0.256, 0.259, 0.233) and no better at 0.6 (0.251-0.275 over
-three seeds: 0.250, 0.256, 0.275); w_d = 1 (pooled pairs) gave 0.239. On documents of one
-length the two weightings are the same Q.
+Weights between the two, w_d = (n(n − 1))^−a, measured in memory by a helper (Q over the
+core recomputed from the cached documents, before SQUAREM) on 20 Newsgroups K = 20, did
+worse at a = 0.25, 0.4 and 0.75 (NPMI 0.256, 0.259, 0.233, seed 0) and no better at 0.6
+(0.250, 0.256, 0.275 on seeds 0-2); w_d = 1 (pooled pairs) gave 0.239. On documents of
+one length the two weightings are the same Q.
 
 The length n is the document's length *in its input* (``doc_length='input'``, every store
 built now): for text, its tokens before stop words are removed; for counts (UCI, HDF5), the
