@@ -755,8 +755,9 @@ _estimator_options = _grouped("params", _Estimator, [
         "--rectify", type=click.Choice(["none", "ap", "dr"]), default=None,
         help="Rectify Q first (JSMF/RAW): alternating projection or Douglas-Rachford. "
              "[default: the method's: ap, plain: none]"),
-    click.option("--rectify-iters", type=click.IntRange(min=1), default=15, show_default=True,
-                 help="Rectification iterations."),
+    click.option("--rectify-iters", type=click.IntRange(min=1), default=5, show_default=True,
+                 help="Rectification iterations (the model's default, "
+                      "streamtopic.spectral.RECTIFY_ITERS)."),
     click.option(
         "--anchors", "anchor_method", type=click.Choice(["sketch", "exact", "qr", "lp"]),
         default=None,

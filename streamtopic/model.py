@@ -56,7 +56,14 @@ from .recovery import RECOVER_METHODS, anchor_topic_cooccurrence
 from .rectification import RECTIFY_METHODS
 from .seeding import DEFAULT_TANDEM, TANDEM_METHODS, anchor_groups, excluded_ids
 from .selection import Selection
-from .spectral import ANCHOR_METHODS, METHODS, TOPIC_TOPIC_METHODS, FitPlan, FitSettings
+from .spectral import (
+    ANCHOR_METHODS,
+    METHODS,
+    RECTIFY_ITERS,
+    TOPIC_TOPIC_METHODS,
+    FitPlan,
+    FitSettings,
+)
 from .workspace import FIT_PREFIX as FIT_PREFIX  # the name of a fit's scratch directory
 
 __all__ = ["AnchorTopicModel", "ModelError", "anchor_topic_cooccurrence", "is_count_matrix",
@@ -102,7 +109,8 @@ class AnchorTopicModel:
         same settings; in a read-only store it is written to ``scratch_dir`` and not kept.
         A core's is rectified in memory. Method's choice: 'ap' (rectified), 'none' (plain).
     rectify_iters : int
-        Rectification iterations (the paper: 5 often enough, 15–20 close to 150).
+        Rectification iterations (the paper: 5 often enough, 15–20 close to 150); default
+        :data:`~streamtopic.spectral.RECTIFY_ITERS`, 5: the refinement makes up the rest.
     anchor_method : {'sketch', 'exact', 'qr', 'lp'}, optional
         FastAnchorWords on a random projection of Q̄ ('sketch'; exact rows of Q̄ on a
         core), FastAnchorWords on the exact rows of Q̄ ('exact'; holds Q̄ in memory on the
@@ -265,7 +273,7 @@ class AnchorTopicModel:
         method: str = "rectified",
         recover: str | None = None,
         rectify: str | None = None,
-        rectify_iters: int = 15,
+        rectify_iters: int = RECTIFY_ITERS,
         anchor_method: str | None = None,
         topic_topic: str | None = None,
         memory_budget: int | None = None,

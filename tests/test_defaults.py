@@ -49,6 +49,26 @@ def test_default_is_the_rectified_pipeline_on_a_core_then_refined(corpus):
     np.testing.assert_allclose(m.components_.sum(axis=1), 1.0, rtol=1e-10)
 
 
+def test_the_default_rectification_runs_five_iterations_and_recovers_as_fifteen(corpus):
+    """The default fit rectifies with ``RECTIFY_ITERS`` (5) alternating projections, the
+    command line too, and the refined topics are as close to the known ones as after 15."""
+    from click.testing import CliRunner
+
+    from streamtopic.cli import main
+    from streamtopic.spectral import RECTIFY_ITERS
+
+    A, store_path = corpus
+    assert RECTIFY_ITERS == 5
+    m = AnchorTopicModel(K, seed=0).fit(store_path)
+    assert m.diagnostics_["rectification"]["iterations"] == 5
+    fifteen = AnchorTopicModel(K, seed=0, rectify_iters=15).fit(store_path)
+    assert fifteen.diagnostics_["rectification"]["iterations"] == 15
+    l1, l1_15 = (matched_l1(A, x.components_.T).mean for x in (m, fifteen))
+    assert l1 < 0.06 and l1 <= l1_15 + 0.003, (l1, l1_15)
+    help_text = CliRunner().invoke(main, ["fit", "--help"]).output
+    assert "--rectify-iters" in help_text and "[default: 5" in help_text.replace("\n", " ")
+
+
 def test_plain_is_one_option_away(corpus):
     _, store_path = corpus
     m = AnchorTopicModel(K, method="plain", seed=0).fit(store_path)

@@ -30,7 +30,7 @@ from streamtopic.model import AnchorTopicModel
 
 V, K = 300, 5
 PLAIN_AP = {"method": "plain", "rectify": "ap"}
-KEY = "v000001-K{k}-ap-15-seed0"
+KEY = "v000001-K{k}-ap-5-seed0"  # the default 5 rectification iterations
 
 
 @pytest.fixture(scope="module")
