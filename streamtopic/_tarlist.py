@@ -32,10 +32,10 @@ BLOCK = 512
 #: leaves the archive to :mod:`tarfile`
 FILE_TYPES = frozenset(b"0\x007")
 OTHER_TYPES = frozenset(b"123456")
-#: The header's numeric fields that :mod:`tarfile` parses (mode, uid, gid, size, mtime,
-#: devmajor, devminor): one that does not parse ends its listing, so it ends this one
-NUMBER_FIELDS = ((100, 108), (108, 116), (116, 124), (124, 136), (136, 148), (329, 337),
-                 (337, 345))
+#: The header's numeric fields that :mod:`tarfile` parses besides the size and the checksum,
+#: which the walk reads itself (mode, uid, gid, mtime, devmajor, devminor): one that does
+#: not parse ends tarfile's listing, so it ends this one
+NUMBER_FIELDS = ((100, 108), (108, 116), (116, 124), (136, 148), (329, 337), (337, 345))
 ZERO_BLOCK = bytes(BLOCK)
 
 

@@ -518,7 +518,7 @@ def _cache_documents(target: _CacheTarget, store_path: str, chunks: Sequence[Doc
 
 def _partition_partial(
     chunks: Sequence[DocChunk], store_path: str, uid: str, grid: _Grid, doc_length: str,
-    cache: _CacheTarget | None = None, doc_weight: str = "documents",
+    cache: _CacheTarget | None = None, doc_weight: str = DOC_WEIGHT,
 ) -> _Partial:
     """One partition's contribution: its Q pieces per group, and its counts. ``doc_length``
     is the store's definition of a document's length n_d (:attr:`CooccurrenceStore.doc_length`:
