@@ -37,7 +37,7 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from ._numeric import safe_inverse
-from .cluster import MemoryBudget, compute, usable_cores
+from .cluster import MemoryBudget, blas_pinned, compute, usable_cores
 from .sketch import default_anchor_min_df, projection_block, write_sketch  # noqa: F401 (moved)
 
 log = logging.getLogger(__name__)
@@ -483,13 +483,11 @@ def _row_products(X: np.ndarray) -> Iterator[_RowProducts]:
     none on one core), with BLAS pinned to one thread meanwhile."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from threadpoolctl import threadpool_limits
-
     n = min(8, usable_cores())
     if n < 2:
         yield _RowProducts(X, None)
         return
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(n) as pool:
+    with blas_pinned(), ThreadPoolExecutor(n) as pool:
         yield _RowProducts(X, pool, n)
 
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .progress import Stage
 
@@ -36,6 +36,7 @@ __all__ = [
     "compute",
     "delayed_tree",
     "MemoryBudget",
+    "blas_pinned",
 ]
 
 SCHEDULER_ENV = "STREAMTOPIC_SCHEDULER"
@@ -460,7 +461,8 @@ def _own_threads(collections: Sequence[Any]) -> Iterator[dict[str, Any]]:
 
     pool = ThreadPoolExecutor(dask.config.get("num_workers", None) or usable_cores())
     try:
-        yield {"scheduler": "threads", "pool": pool}
+        # the function, not its name: dask imports distributed (~0.15 s) to resolve a name
+        yield {"scheduler": dask.threaded.get, "pool": pool}
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
@@ -512,7 +514,7 @@ def _one_blas_thread(client: Any) -> Iterator[None]:
     """Pin BLAS to one thread while work runs on threads of this process (Dask's threaded
     scheduler, or a cluster whose workers live in this process), so that its threads do not
     oversubscribe the cores; worker processes are pinned by their environment."""
-    with _blas_pinned(client is None or _in_process_workers(client)):
+    with blas_pinned(client is None or _in_process_workers(client)):
         yield
 
 
@@ -522,15 +524,31 @@ def client_blas() -> Iterator[None]:
     rule) while a distributed cluster runs the passes. That work is small and serial, and an
     idle BLAS pool spins on the cores that workers sharing the machine need (measured: 0.25 s
     of CPU per fit on 2 cores). Without a client nothing changes."""
-    with _blas_pinned(current_client() is not None):
+    with blas_pinned(current_client() is not None):
         yield
 
 
-def _blas_pinned(pin: bool) -> AbstractContextManager[Any]:
-    """BLAS limited to one thread inside (when ``pin``), else nothing changed."""
-    from threadpoolctl import threadpool_limits
+# threadpoolctl's controller of this process' BLAS libraries, with the number of modules
+# loaded when it looked for them (a module loaded since may have brought a library)
+_BLAS_CONTROLLER: tuple[int, Any] | None = None
 
-    return threadpool_limits(limits=1, user_api="blas") if pin else nullcontext()
+
+def blas_pinned(pin: bool = True) -> AbstractContextManager[Any]:
+    """BLAS limited to one thread inside (when ``pin``), else nothing changed.
+
+    The libraries are found once (``threadpoolctl.ThreadpoolController``) and looked for
+    again only after a module was imported: ``threadpool_limits`` searches every loaded
+    shared library on each call, 1-15 ms, and a fit pins BLAS around each of its dozens of
+    computations."""
+    global _BLAS_CONTROLLER
+    if not pin:
+        return nullcontext()
+    from threadpoolctl import ThreadpoolController
+
+    found = _BLAS_CONTROLLER
+    if found is None or found[0] != len(sys.modules):
+        found = _BLAS_CONTROLLER = (len(sys.modules), ThreadpoolController())
+    return cast("AbstractContextManager[Any]", found[1].limit(limits=1, user_api="blas"))
 
 
 def _in_process_workers(client: Any) -> bool:

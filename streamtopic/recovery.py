@@ -38,7 +38,7 @@ from typing import Any, cast
 import numpy as np
 
 from ._numeric import safe_inverse
-from .cluster import compute, n_workers, usable_cores
+from .cluster import blas_pinned, compute, n_workers, usable_cores
 from .passes import (
     PassGraph,
     QBlocks,
@@ -719,8 +719,6 @@ def recover_in_memory(
     against instead of Q̄_S (tandem anchors' combined rows, :mod:`streamtopic.seeding`)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from threadpoolctl import threadpool_limits
-
     K = S.size
     fitted = p > 0
     tol, max_iter = solver_defaults(method, K, tol, max_iter)
@@ -735,7 +733,7 @@ def recover_in_memory(
     n = Q.shape[0]
     step = -(-n // (4 * usable_cores()))
     pieces = [slice(r, min(n, r + step)) for r in range(0, n, step)]
-    with threadpool_limits(limits=1, user_api="blas"), \
+    with blas_pinned(), \
             ThreadPoolExecutor(usable_cores()) as pool:
         out = np.vstack(list(pool.map(fit, pieces)))
     C, conv, gap = out[:, :K], out[:, K] > 0.5, out[:, K + 1]

@@ -94,7 +94,7 @@ from ._scratch import hold as _hold
 from ._scratch import owned_dir as _owned_dir
 from ._scratch import owner_of as _owner_of
 from ._scratch import release_owner as _release_owner
-from .cluster import MemoryBudget, compute, current_client, usable_cores
+from .cluster import MemoryBudget, blas_pinned, compute, current_client, usable_cores
 from .passes import PassGraph, scratch_array, upper_blocks
 from .progress import Stage
 from .store import DEFAULT_CHUNK, CooccurrenceStore, checksum_codecs
@@ -1382,8 +1382,6 @@ def _run_in_memory(Q: Any, is_dask: bool, K: int, method: str, n_iter: int,
                    rng: np.random.Generator, run: _Run, tmp: str | None,
                    progress: bool) -> np.ndarray:
     import zarr
-    from threadpoolctl import threadpool_limits
-
     if is_dask and current_client() is None:
         # each block straight into its place: no concatenated copy
         import dask.array as da
@@ -1400,7 +1398,7 @@ def _run_in_memory(Q: Any, is_dask: bool, K: int, method: str, n_iter: int,
     Qd = np.asarray(Qd, dtype=np.float64)  # read only: only its upper-triangle blocks are used
     if not np.all(np.isfinite(Qd)):
         raise ValueError("Q: contains NaN or infinite values")
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(usable_cores()) as pool:
+    with blas_pinned(), ThreadPoolExecutor(usable_cores()) as pool:
         engine = _DenseEngine(Qd, pool, f"rectify {method}")
         res = np.empty(Qd.shape)
         if method == "dr" and n_iter > 0:

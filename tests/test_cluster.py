@@ -302,6 +302,59 @@ def test_client_arithmetic_uses_one_blas_thread_while_a_cluster_runs(monkeypatch
         assert blas_threads() == {2}
 
 
+def test_blas_pinning_finds_the_libraries_once_and_again_after_an_import(monkeypatch):
+    """``blas_pinned`` limits every BLAS library to one thread inside and restores them on
+    exit; it searches the loaded libraries (``threadpoolctl.ThreadpoolController``, 1-15 ms
+    a search) once, and again only after a module was imported since."""
+    import threadpoolctl
+
+    from streamtopic import cluster as cl
+
+    real = threadpoolctl.ThreadpoolController
+    searches = []
+
+    class Counting(real):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            searches.append(1)
+            super().__init__()
+
+    def blas_threads() -> set[int]:
+        return {p["num_threads"] for p in real().info() if p["user_api"] == "blas"}
+
+    with real().limit(limits=2, user_api="blas"):
+        monkeypatch.setattr(threadpoolctl, "ThreadpoolController", Counting)
+        monkeypatch.setitem(sys.modules, "streamtopic-test-marker", None)  # a new module
+        for _ in range(3):
+            with cl.blas_pinned():
+                assert blas_threads() == {1}
+            assert blas_threads() == {2}
+        assert len(searches) == 1
+        monkeypatch.setitem(sys.modules, "streamtopic-test-marker-2", None)
+        with cl.blas_pinned():
+            assert blas_threads() == {1}
+        assert len(searches) == 2
+        with cl.blas_pinned(False):
+            assert blas_threads() == {2}
+
+
+def test_threaded_computations_do_not_import_distributed(tmp_path):
+    """On Dask's threaded scheduler a computation (through ``cluster.compute`` and
+    ``persist``) never imports ``distributed``: resolving a scheduler by its name does, and
+    costs a command ~0.15 s."""
+    script = (
+        "import sys, dask, dask.threaded, dask.array as da\n"
+        "from streamtopic.cluster import compute, persist\n"
+        "with dask.config.set(scheduler=dask.threaded.get):\n"
+        "    (x,) = compute(da.ones(10, chunks=5).sum(), progress=False)\n"
+        "    (y,) = persist([da.ones(4, chunks=2)], progress=False)\n"
+        "    assert x == 10 and int(y.sum().compute()) == 4\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'distributed'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env=dict(os.environ, STREAMTOPIC_WARMUP="0"), check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
 def test_local_cluster_paces_dask_housekeeping_for_coarse_tasks():
     """The local cluster runs Dask's periodic work at CLUSTER_CONFIG's pace, in the
     scheduler and the worker processes, and leaves the caller's config alone."""

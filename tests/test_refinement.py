@@ -472,6 +472,37 @@ def test_proper_subset_sample_ends_with_one_full_pass(corpus, reads):
     assert (share.max(axis=0) > 2.5 / K).all(), share.max(axis=0)  # not flat
 
 
+def test_a_large_partition_is_cut_into_pieces_with_the_same_result(corpus, monkeypatch):
+    """A sample partition with more than ``PIECE_TOKENS`` tokens runs its E-step as
+    ⌈tokens / PIECE_TOKENS⌉ tasks of whole documents (a corpus read as one partition uses
+    every core): every token is counted once, and the topics are those of the uncut
+    partition, to rounding."""
+    import streamtopic.refinement as refinement
+
+    A, d, vocab, H = corpus
+    whole = read_corpus(str(d / "c.h5"), blocksize=2**30)
+    assert whole.npartitions == 1
+    start = _perturbed(A)
+    tokens = int(H.sum())
+    runs = {}
+    for piece in (tokens + 1, 40_000, refinement.PIECE_TOKENS):
+        monkeypatch.setattr(refinement, "PIECE_TOKENS", piece)
+        runs[piece] = refine_topics(start, whole, vocab, passes=5)
+    one, cut = runs[tokens + 1], runs[40_000]
+    assert one.sample_pieces == 1 and one.sample_partitions == cut.sample_partitions == 1
+    assert cut.sample_pieces == -(-tokens // 40_000) == 5
+    assert runs[refinement.PIECE_TOKENS].sample_pieces == -(-tokens // refinement.PIECE_TOKENS)
+    assert cut.sample_tokens == one.sample_tokens == tokens
+    assert cut.sample_docs == one.sample_docs == H.shape[0]
+    np.testing.assert_allclose(_expected_counts(cut).sum(axis=0),
+                               np.asarray(H.sum(axis=0)).ravel(), atol=1e-6)
+    np.testing.assert_allclose(cut.components, one.components, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(cut.loglik_per_token, one.loglik_per_token, rtol=1e-12)
+    # small partitions are left whole: one task each
+    parts = refine_topics(start, _parts(d), vocab, passes=1)
+    assert parts.sample_pieces == parts.sample_partitions
+
+
 def test_deterministic_under_the_seed(corpus):
     A, d, vocab, H = corpus
     kw = {"sample_tokens": int(H.sum()) // 3, "max_passes": 8}
