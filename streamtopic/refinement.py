@@ -342,16 +342,17 @@ THETA_TOL = 1e-3  # a document's E-step stops when a map moves no count of N_d m
 #: iteration of the E-step, before SQUAREM).
 FULL_PASS_THETA_TOL = 3e-3
 THETA_MAX_ITER = 100  # most maps per document per pass (SQUAREM's included)
-#: A cached partition of the sample with more in-vocabulary tokens than this is cut into
-#: pieces of about this many (whole documents each), one E-step task a piece: a corpus read as
-#: one partition (UCI KOS, 409,292 tokens) otherwise runs its E-steps on one core. Fixed, not
-#: set by the number of workers, so that the pieces, and with them the bits of the sums, are
-#: the same on every machine. A piece's E-step takes 10-20 ms at K = 20, against a task
-#: overhead of about 1 ms. Measured on KOS's store (the default fit's EM seconds, medians of 5
-#: in turns, 2 cores; uncut → 262,144 / 131,072 / 65,536): K = 20 0.51 → 0.47 / 0.47 / 0.47,
-#: K = 50 0.93 → 0.73 / 0.75 / 0.77 (the passes between the E-steps are serial); the same
-#: likelihood to 1e-14. The smaller pieces of the two best share out better on a busy core.
-PIECE_TOKENS = 131_072
+#: A cached sample of fewer partitions than this is cut into this many pieces of whole
+#: documents and about equal tokens, one E-step task a piece: a corpus read as one partition
+#: (UCI KOS, 409,292 tokens) otherwise runs its E-steps on one core. A count, not set by the
+#: number of workers, so that the pieces, and with them the bits of the sums, are the same
+#: on every machine; larger samples are left in their partitions, since each piece costs its
+#: own U×K rows in the pass' sum (cutting the 11 partitions of 20 Newsgroups' sample into 17
+#: pieces slowed EM at K = 50 from 1.93 to 2.07 s, into 27 to 2.20 s). Measured on KOS's
+#: store (the default fit's EM seconds, medians of 5 in turns, 2 cores; 1 → 2 / 4 / 7
+#: pieces): K = 20 0.51 → 0.47 / 0.47 / 0.47, K = 50 0.93 → 0.73 / 0.75 / 0.77 (the steps
+#: between the E-steps are serial); the same likelihood to 1e-14.
+SAMPLE_PIECES = 4
 #: Partitions whose U×K expected counts one task adds into a V×K array (then summed by a
 #: tree). On the 60M-word corpus (199 partitions, V = 64,539, K = 50) groups of 8 (the
 #: reduction trees' fan-in) cost 0.41 s of CPU per pass, groups of 32 0.28 s.
@@ -393,8 +394,8 @@ class RefineResult:
     sample_partition_indices : ndarray of int, shape (sample_partitions,)
         Which partitions (positions in ``corpus.parts``) the sample is, in the order read.
     sample_pieces : int
-        E-step tasks of a pass on the sample: its partitions, those with more than
-        ``PIECE_TOKENS`` tokens cut into pieces (:func:`_split_sample`).
+        E-step tasks of a pass on the sample: its partitions, or ``SAMPLE_PIECES`` pieces
+        of them when there are fewer (:func:`_split_sample`).
     full_pass : bool
         Whether a full pass over the corpus followed (the sample was a proper subset).
     corpus_docs, corpus_tokens : int
@@ -488,36 +489,34 @@ def _piece(docs: _Docs, start: int, stop: int) -> _Docs:
                  docs.data[p0:p1], words)
 
 
-def _piece_bounds(docs: _Docs, tokens: float) -> list[tuple[int, int]]:
-    """Document ranges cutting ``docs`` (``tokens`` tokens) into ⌈tokens / PIECE_TOKENS⌉
-    pieces of about equal tokens; the whole when it is not larger than ``PIECE_TOKENS``."""
-    n = int(np.ceil(tokens / PIECE_TOKENS))
+def _piece_bounds(docs: _Docs, n: int) -> list[tuple[int, int]]:
+    """Document ranges cutting ``docs`` into ``n`` pieces (fewer when it has fewer documents)
+    of about equal tokens."""
     if n <= 1 or docs.n_docs < 2:
         return [(0, docs.n_docs)]
     ends = np.cumsum(np.add.reduceat(docs.data, docs.indptr[:-1]))  # every document has tokens
-    cuts = np.searchsorted(ends, tokens * np.arange(1, n) / n) + 1
+    cuts = np.searchsorted(ends, ends[-1] * np.arange(1, n) / n) + 1
     bounds = np.unique(np.clip(np.concatenate([[0], cuts, [docs.n_docs]]), 0, docs.n_docs))
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=False)]
 
 
 def _split_sample(docs: list[Any], sizes: np.ndarray) -> list[Any]:
-    """The cached sample's partitions (persisted :class:`_Docs`), those with more than
-    ``PIECE_TOKENS`` tokens cut into pieces (:func:`_piece_bounds`), persisted in their
-    place, in order."""
+    """The cached sample's partitions (persisted :class:`_Docs`), or, when there are fewer
+    than ``SAMPLE_PIECES``, about ``SAMPLE_PIECES`` pieces of about equal tokens: each
+    partition cut in proportion to its tokens (:func:`_piece_bounds`), the pieces persisted
+    in its place, in order."""
     from dask.delayed import delayed
 
-    large = [i for i in range(len(docs)) if sizes[i, 1] > PIECE_TOKENS]
-    if not large:
+    if len(docs) >= SAMPLE_PIECES or not len(docs):
         return docs
-    (bounds,) = compute([delayed(_piece_bounds, pure=True)(docs[i], float(sizes[i, 1]))
-                         for i in large], progress=False)
-    cut = dict(zip(large, bounds, strict=True))
+    share = sizes[:, 1] / max(float(sizes[:, 1].sum()), 1.0)
+    cuts = np.maximum(np.round(share * SAMPLE_PIECES), 1).astype(int)
+    (bounds,) = compute([delayed(_piece_bounds, pure=True)(d, int(n))
+                         for d, n in zip(docs, cuts, strict=True)], progress=False)
     out: list[Any] = []
-    for i, d in enumerate(docs):
-        if i in cut and len(cut[i]) > 1:
-            out += persist([delayed(_piece, pure=True)(d, a, b) for a, b in cut[i]], False)
-        else:
-            out.append(d)
+    for d, b in zip(docs, bounds, strict=True):
+        out += (persist([delayed(_piece, pure=True)(d, lo, hi) for lo, hi in b], False)
+                if len(b) > 1 else [d])
     return out
 
 

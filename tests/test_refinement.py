@@ -472,11 +472,12 @@ def test_proper_subset_sample_ends_with_one_full_pass(corpus, reads):
     assert (share.max(axis=0) > 2.5 / K).all(), share.max(axis=0)  # not flat
 
 
-def test_a_large_partition_is_cut_into_pieces_with_the_same_result(corpus, monkeypatch):
-    """A sample partition with more than ``PIECE_TOKENS`` tokens runs its E-step as
-    ⌈tokens / PIECE_TOKENS⌉ tasks of whole documents (a corpus read as one partition uses
-    every core): every token is counted once, and the topics are those of the uncut
-    partition, to rounding."""
+def test_a_sample_of_few_partitions_is_cut_into_pieces_with_the_same_result(corpus,
+                                                                            monkeypatch):
+    """A sample of fewer than ``SAMPLE_PIECES`` partitions runs its E-step as that many
+    tasks of whole documents (a corpus read as one partition uses every core): every token
+    is counted once, and the topics are those of the uncut partition, to rounding. A sample
+    of more partitions is left in them."""
     import streamtopic.refinement as refinement
 
     A, d, vocab, H = corpus
@@ -485,22 +486,23 @@ def test_a_large_partition_is_cut_into_pieces_with_the_same_result(corpus, monke
     start = _perturbed(A)
     tokens = int(H.sum())
     runs = {}
-    for piece in (tokens + 1, 40_000, refinement.PIECE_TOKENS):
-        monkeypatch.setattr(refinement, "PIECE_TOKENS", piece)
-        runs[piece] = refine_topics(start, whole, vocab, passes=5)
-    one, cut = runs[tokens + 1], runs[40_000]
+    for pieces in (1, 5):
+        monkeypatch.setattr(refinement, "SAMPLE_PIECES", pieces)
+        runs[pieces] = refine_topics(start, whole, vocab, passes=5)
+    one, cut = runs[1], runs[5]
     assert one.sample_pieces == 1 and one.sample_partitions == cut.sample_partitions == 1
-    assert cut.sample_pieces == -(-tokens // 40_000) == 5
-    assert runs[refinement.PIECE_TOKENS].sample_pieces == -(-tokens // refinement.PIECE_TOKENS)
+    assert cut.sample_pieces == 5
     assert cut.sample_tokens == one.sample_tokens == tokens
     assert cut.sample_docs == one.sample_docs == H.shape[0]
     np.testing.assert_allclose(_expected_counts(cut).sum(axis=0),
                                np.asarray(H.sum(axis=0)).ravel(), atol=1e-6)
     np.testing.assert_allclose(cut.components, one.components, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(cut.loglik_per_token, one.loglik_per_token, rtol=1e-12)
-    # small partitions are left whole: one task each
-    parts = refine_topics(start, _parts(d), vocab, passes=1)
-    assert parts.sample_pieces == parts.sample_partitions
+    monkeypatch.undo()
+    default = refine_topics(start, whole, vocab, passes=1)
+    assert default.sample_pieces == refinement.SAMPLE_PIECES > 1
+    parts = refine_topics(start, _parts(d), vocab, passes=1)  # about 30 partitions: as read
+    assert parts.sample_pieces == parts.sample_partitions > refinement.SAMPLE_PIECES
 
 
 def test_deterministic_under_the_seed(corpus):
