@@ -4,6 +4,7 @@ junk-topic check, on tiny inputs."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -94,3 +95,28 @@ def test_issue28_verdicts_against_tomotopy_and_gensim():
     assert v["heldout_within_0.01_of_tomotopy"] is True
     assert v["npmi_within_0.01_of_tomotopy"] is False
     assert v["time_at_most_half_gensim_5pass"] is True and v["pass"] is False
+    assert v["time_over_gensim_5pass"] == round(4.0 / 9.0, 3)
+    assert "library_imports_over_gensim_5pass" not in v
+    start = {"library_imports_seconds": 0.9}
+    w = rc.verdicts(summary, ["streamtopic"], start)["streamtopic"]
+    assert w["library_imports_over_gensim_5pass"] == 0.1  # a number: not in the verdict
+    assert w["pass"] is False and {k: x for k, x in w.items() if isinstance(x, bool)} == {
+        k: x for k, x in v.items() if isinstance(x, bool)}
+
+
+def test_startup_times_the_command_and_the_bare_library_imports(monkeypatch):
+    """The benchmark's startup figures: ``streamtopic --version`` and a bare interpreter
+    importing the libraries fit needs, each the median of its runs after a quiet wait."""
+    ran = []
+
+    def fake_run(cmd, **kwargs):
+        ran.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(rc.subprocess, "run", fake_run)
+    monkeypatch.setattr(rc.fitbench, "wait_for_quiet", lambda: {})
+    out = rc.startup(3)
+    assert len(ran) == 6 and all(c[-1] == "--version" for c in ran[:3])
+    assert all(c[1:] == ["-c", rc.FLOOR_IMPORTS] for c in ran[3:])
+    assert out["repeats"] == 3 and 0 <= out["library_imports_seconds"] < 1
+    assert out["streamtopic_version_seconds"] >= 0
