@@ -323,9 +323,10 @@ def _alpha(plan: FitPlan, store: CooccurrenceStore, fit: Spectral, refined: Any,
            seconds: dict[str, float]) -> tuple[Array, dict[str, Any]]:
     """α (K,) of the documents' Dirichlet law and its record (α₀, which R it came from,
     on how many words). Without refinement: from the spectral R and prevalence. With
-    refinement: from R = Â† Q Â†ᵀ for the refined topics Â on the core's block of Q (or
-    the block of the most probable words of an automatic core's size), read again
-    here, and the refined prevalence (:mod:`streamtopic.hyperparameters`)."""
+    refinement: from R = Â† Q Â†ᵀ for the refined topics Â on the core's block of Q (the
+    spectral stages' when they kept it, else read again here; without a core, the block of
+    the most probable words of an automatic core's size), and the refined prevalence
+    (:mod:`streamtopic.hyperparameters`, which normalises R: Q's scale does not matter)."""
     if refined is None:
         alpha = estimate_alpha(fit.R, fit.prevalence)
         return alpha, {"alpha0": float(alpha.sum()), "topic_cooccurrence": "spectral",
@@ -334,8 +335,9 @@ def _alpha(plan: FitPlan, store: CooccurrenceStore, fit: Spectral, refined: Any,
     words = fit.core_words
     if words is None:
         words = np.sort(np.argsort(-fit.p, kind="stable")[:auto_core_size(plan)])
+    block = fit.core_block if fit.core_words is not None else None
     R = topic_cooccurrence_from_topics(refined.components.T[words],
-                                       store.read_submatrix(words))
+                                       block if block is not None else store.read_submatrix(words))
     alpha = estimate_alpha(R, refined.prevalence)
     seconds["alpha"] = time.perf_counter() - t0
     return alpha, {"alpha0": float(alpha.sum()), "topic_cooccurrence": "refined",

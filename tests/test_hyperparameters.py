@@ -171,6 +171,33 @@ def test_semi_synthetic_alpha_within_20_percent(shape, topics, tmp_path,
         assert _rel_l1(cored.alpha_[match], a) <= 0.2
 
 
+def test_alpha_after_the_refinement_reuses_the_core_block(topics, tmp_path, monkeypatch,
+                                                           make_semi_synthetic_store):
+    """α's fit after the refinement takes the core's block of Q the spectral stages read
+    (``Spectral.core_block``) instead of reading it from the store again; the same α as from
+    a second read, to rounding (R is normalised, so Q's scale does not matter)."""
+    import streamtopic.spectral as spectral
+    from streamtopic.store import CooccurrenceStore
+
+    store = make_semi_synthetic_store(tmp_path, topics, 3000, doc_length=60, seed=2)
+    reads = []
+    real = CooccurrenceStore.read_submatrix
+
+    def counting(self, words, *args, **kwargs):
+        reads.append(len(words))
+        return real(self, words, *args, **kwargs)
+
+    monkeypatch.setattr(CooccurrenceStore, "read_submatrix", counting)
+    kept = AnchorTopicModel(K, seed=0, core_size=500).fit(store)
+    assert reads == [500] and kept.diagnostics_["alpha"]["words"] == 500
+    reads.clear()
+    monkeypatch.setattr(spectral, "KEEP_CORE_BYTES", 0)
+    again = AnchorTopicModel(K, seed=0, core_size=500).fit(store)
+    assert reads == [500, 500]
+    np.testing.assert_array_equal(again.components_, kept.components_)
+    np.testing.assert_allclose(again.alpha_, kept.alpha_, rtol=1e-9)
+
+
 def _check_persistence(m: AnchorTopicModel, tmp_path) -> None:
     """``alpha_`` is saved and loaded; a model saved before it existed loads with α from its
     saved R and prevalence."""
