@@ -344,26 +344,7 @@ EXTRAPOLATION_FLOOR = 1e-12
 #: SQUAREM's step a is at most −this: at a = −1 the extrapolation is x₂ itself (plain EM).
 SQUAREM_MIN_STEP = 1.0
 START_FLOOR = 1e-10  # added to every entry of the starting topics: no token has probability 0
-#: A document's E-step on the sample stops when a map moves no count of N_d more than
-#: this·(n_d + α₀). Each pass starts from the last pass' counts, so a looser stop costs little
-#: at convergence. Measured against 1e-3 with the default fit, per-token stores, means over
-#: seeds 0-4 (E-step maps; EM seconds on one core; NPMI; held-out nats/token): 20 Newsgroups
-#: K = 20 714k → 538k maps, 1.58 → 1.28 s, NPMI 0.2666 → 0.2669, −8.0444 → −8.0446; K = 50
-#: 965k → 712k, 3.07 → 2.63 s, 0.2836 → 0.2834, −7.9125 → −7.9130; KOS K = 20 0.52 →
-#: 0.43 s, 0.2031 → 0.2017, −7.4037 → −7.4032; K = 50 0.89 → 0.66 s, 0.2145 → 0.2151,
-#: −7.3281 → −7.3290; SOTU 1.20 → 0.85 s, 0.1863 → 0.1852, −7.5926 → −7.5963 (every NPMI
-#: change within the seeds' spread of ±0.007). 3e-3 saved more (20 Newsgroups K = 50: 2.08 s)
-#: at NPMI 0.2652 on 20 Newsgroups K = 20 and 0.1840 on SOTU; a tolerance that starts at 5e-3
-#: or 1e-2 and follows EM's relative progress down to 1e-3 saved 15-30% too, at 20 Newsgroups
-#: K = 20 NPMI 0.2649. Semi-synthetic (V = 2,000, K = 20, 70-token documents, seeds 0-2):
-#: matched L1 0.1600 → 0.1586 from 5,000 documents, 0.0792 → 0.0795 from 20,000, 20% fewer
-#: maps.
-THETA_TOL = 2e-3
-#: ``THETA_TOL`` when α is learned (``learn_alpha``): Minka's fixed point reads the documents'
-#: N_d themselves, which a looser stop leaves flatter (3,000 documents of true α = (0.8, 0.4,
-#: 0.2, 0.1, 0.05), α₀ = 1.55, 40 passes: learned α₀ 2.038 at 5e-4, 2.069 at 1e-3, 2.119 at
-#: 2e-3).
-LEARN_THETA_TOL = 1e-3
+THETA_TOL = 1e-3  # a document's E-step stops when a map moves no count of N_d more than this·n_d
 #: THETA_TOL of the full pass' documents outside the sample, whose topic counts start from
 #: scratch and serve the M-step only. On the billion-token corpus (benchmarks/billion.py,
 #: K = 100) the fit with the defaults took 267 s at 1e-3 (matched L1 to the true topics
@@ -773,8 +754,7 @@ def _em_on_sample(topics: _Topics, docs: list[Any], *, passes: int | None, max_p
         nonlocal counts, alpha
         t0 = time.perf_counter()
         path = topics.publish()
-        tol_d = LEARN_THETA_TOL if learn else THETA_TOL
-        outs = [delayed(_estep, nout=2, pure=True)(d, n, path, alpha, tol_d, learn)
+        outs = [delayed(_estep, nout=2, pure=True)(d, n, path, alpha, THETA_TOL, learn)
                 for d, n in zip(docs, counts, strict=True)]
         with bar.tasks():
             counts, total = persist(

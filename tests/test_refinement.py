@@ -505,26 +505,6 @@ def test_a_sample_of_few_partitions_is_cut_into_pieces_with_the_same_result(corp
     assert parts.sample_pieces == parts.sample_partitions > refinement.SAMPLE_PIECES
 
 
-def test_the_default_e_step_tolerance_saves_maps_at_the_same_topics(corpus, monkeypatch):
-    """The sample's E-step stops documents at ``THETA_TOL`` = 2e-3 (their counts move no
-    more than that share of their tokens in a map), not 1e-3: each pass starts from the last
-    one's counts, so the looser stop costs a fifth fewer maps here for topics as close to the
-    truth and the same likelihood to 1e-3 nats/token."""
-    import streamtopic.refinement as refinement
-
-    A, d, vocab, _ = corpus
-    assert refinement.THETA_TOL == 2e-3
-    start = _perturbed(A)
-    loose = refine_topics(start, _parts(d), vocab, passes=6)
-    monkeypatch.setattr(refinement, "THETA_TOL", 1e-3)
-    tight = refine_topics(start, _parts(d), vocab, passes=6)
-    assert sum(loose.theta_iterations) <= 0.9 * sum(tight.theta_iterations), (
-        sum(loose.theta_iterations), sum(tight.theta_iterations))
-    assert abs(loose.loglik_per_token[-1] - tight.loglik_per_token[-1]) < 1e-3
-    assert (matched_l1(A, loose.components.T).mean
-            <= matched_l1(A, tight.components.T).mean + 0.002)
-
-
 def test_deterministic_under_the_seed(corpus):
     A, d, vocab, H = corpus
     kw = {"sample_tokens": int(H.sum()) // 3, "max_passes": 8}
