@@ -335,9 +335,8 @@ def _alpha(plan: FitPlan, store: CooccurrenceStore, fit: Spectral, refined: Any,
     words = fit.core_words
     if words is None:
         words = np.sort(np.argsort(-fit.p, kind="stable")[:auto_core_size(plan)])
-    block = fit.core_block if fit.core_words is not None else None
-    R = topic_cooccurrence_from_topics(refined.components.T[words],
-                                       block if block is not None else store.read_submatrix(words))
+    Q = fit.core_block if fit.core_block is not None else store.read_submatrix(words)
+    R = topic_cooccurrence_from_topics(refined.components.T[words], Q)
     alpha = estimate_alpha(R, refined.prevalence)
     seconds["alpha"] = time.perf_counter() - t0
     return alpha, {"alpha0": float(alpha.sum()), "topic_cooccurrence": "refined",

@@ -513,7 +513,7 @@ def _piece_bounds(docs: _Docs, n: int) -> list[tuple[int, int]]:
         return [(0, docs.n_docs)]
     ends = np.cumsum(np.add.reduceat(docs.data, docs.indptr[:-1]))  # every document has tokens
     cuts = np.searchsorted(ends, ends[-1] * np.arange(1, n) / n) + 1
-    bounds = np.unique(np.clip(np.concatenate([[0], cuts, [docs.n_docs]]), 0, docs.n_docs))
+    bounds = np.unique(np.concatenate([[0], cuts, [docs.n_docs]]))  # cuts ≤ n_docs
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=False)]
 
 
