@@ -104,7 +104,48 @@ def _rename_into_place(aside: str, target: str, replace: bool) -> None:
             raise
         return
     if os.path.isdir(target) and not os.path.islink(target):
-        shutil.rmtree(target)
-    elif os.path.isdir(aside) and os.path.lexists(target):
+        _replace_directory(aside, target)
+        return
+    if os.path.isdir(aside) and os.path.lexists(target):
         os.remove(target)  # a directory cannot replace a file in one rename
     os.replace(aside, target)
+
+
+def _replace_directory(aside: str, target: str) -> None:
+    """Put the tree at ``aside`` in the place of the directory ``target``, never deleting
+    inside ``target``: a process killed meanwhile leaves the old tree or the new one whole
+    there, never a part of one (removing the old tree first left half a model when an
+    update was killed during the removal). On Linux the two swap in one atomic step
+    (``renameat2``'s ``RENAME_EXCHANGE``), and the old tree, now at ``aside``, goes with
+    :func:`written_aside`'s clean-up; elsewhere the old tree is renamed aside, the new one
+    into place, and the old one removed (``target`` is missing between the two renames)."""
+    if _exchange(aside, target):
+        return
+    old = temp_beside(target, "replaced")
+    os.rename(target, old)
+    try:
+        os.rename(aside, target)
+    except BaseException:
+        os.rename(old, target)
+        raise
+    remove_path(old)
+
+
+#: ``renameat2``'s flag that swaps two paths atomically (Linux ≥ 3.15, glibc ≥ 2.28)
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap the paths ``a`` and ``b`` atomically; False where the system or the file system
+    cannot (then nothing changed)."""
+    import ctypes
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    return bool(renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b),
+                          _RENAME_EXCHANGE) == 0)

@@ -96,6 +96,41 @@ def test_a_short_write_names_its_file(tmp_path):
     assert not target.exists() and os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("atomic", [True, False])
+def test_a_replaced_directory_is_never_deleted_in_place(tmp_path, monkeypatch, atomic):
+    """Replacing a directory (a model, a store) deletes nothing inside the target: a kill
+    while the old tree is removed leaves the new tree whole at the target (the old way,
+    removing the old tree first, left half a model when an update was killed then). With
+    an atomic swap (Linux) or without one (two renames)."""
+    import streamtopic._io as io
+
+    target = tmp_path / "m.zarr"
+    (target / "a").mkdir(parents=True)
+    (target / "a" / "x").write_text("old")
+    (target / "vocab").write_text("old")
+    if not atomic:
+        monkeypatch.setattr(io, "_exchange", lambda a, b: False)
+    def killed(path, **kwargs):  # the process dies while it removes a tree
+        assert os.path.realpath(path) != os.path.realpath(target), "deleted in the target"
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(io, "remove_path", killed)
+    monkeypatch.setattr(io.shutil, "rmtree", killed)
+    with pytest.raises(KeyboardInterrupt):
+        with written_aside(target) as tmp:
+            (Path(tmp) / "a").mkdir(parents=True)
+            (Path(tmp) / "a" / "x").write_text("new")
+            (Path(tmp) / "vocab").write_text("new")
+    assert (target / "vocab").read_text() == "new" and (target / "a" / "x").read_text() == "new"
+    monkeypatch.undo()
+    debris = set(os.listdir(tmp_path))  # the killed run's old tree, under a hidden name
+    with written_aside(target) as tmp:  # an uninterrupted replacement leaves nothing more
+        Path(tmp).mkdir()
+        (Path(tmp) / "vocab").write_text("newer")
+    assert (target / "vocab").read_text() == "newer"
+    assert set(os.listdir(tmp_path)) == debris
+
+
 def test_an_error_with_a_file_name_keeps_it(tmp_path):
     with pytest.raises(OSError) as info:
         with written_aside(tmp_path / "out.npy"):
